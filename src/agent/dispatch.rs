@@ -1,0 +1,109 @@
+//! One tool call, end to end: the action is committed to the store before the tool runs, the
+//! observation after. `abhed tool` and the agent loop both come through here, so what a
+//! script sees is what a model sees.
+
+use std::time::Instant;
+
+use anyhow::{Context as _, Result};
+use serde_json::{Value, json};
+
+use crate::model::ToolCall;
+use crate::store::EventKind;
+use crate::tools::{ErrorCode, Registry, ToolContext, ToolError, ToolFailure, ToolOutput, args};
+
+/// What came of one call.
+#[derive(Debug, Clone)]
+pub struct CallOutcome {
+    pub tool: String,
+    /// Sequence numbers of the action and observation events.
+    pub action_seq: i64,
+    pub observation_seq: i64,
+    pub result: Result<ToolOutput, ToolError>,
+    pub duration_ms: u64,
+}
+
+impl CallOutcome {
+    /// The exact text the model sees.
+    pub fn text(&self) -> String {
+        match &self.result {
+            Ok(out) => out.text.clone(),
+            Err(e) => e.render(),
+        }
+    }
+
+    pub fn ok(&self) -> bool {
+        self.result.is_ok()
+    }
+
+    pub fn mutated(&self) -> bool {
+        match &self.result {
+            Ok(o) => o.mutated,
+            Err(e) => e.mutated,
+        }
+    }
+}
+
+/// Run `call` against `registry`. An `Err` is an internal fault (the store failed, or a tool
+/// hit a bug); it is recorded when the store still works, and must end the run.
+pub fn execute(registry: &Registry, ctx: &ToolContext<'_>, call: &ToolCall) -> Result<CallOutcome> {
+    let parsed: Option<Value> = serde_json::from_str(&call.arguments).ok();
+    let mut action = json!({ "tool": call.name });
+    match &parsed {
+        Some(v) => action["arguments"] = v.clone(),
+        // Keep what the model wrote, byte for byte, when it is not JSON.
+        None => action["arguments_raw"] = Value::String(call.arguments.clone()),
+    }
+    let action_ev = ctx.session.append(EventKind::Action, &action).context("cannot record the tool call")?;
+
+    let start = Instant::now();
+    let result = run(registry, ctx, call);
+    let duration_ms = start.elapsed().as_millis() as u64;
+
+    let mut obs = json!({ "action_seq": action_ev.seq, "tool": call.name, "duration_ms": duration_ms });
+    let result = match result {
+        Ok(out) => {
+            obs["ok"] = json!(true);
+            obs["output"] = json!(out.text);
+            obs["mutated"] = json!(out.mutated);
+            obs["truncated"] = json!(out.truncated);
+            obs["file"] = json!(out.file);
+            Ok(out)
+        }
+        Err(ToolFailure::Model(e)) => {
+            obs["ok"] = json!(false);
+            obs["output"] = json!(e.render());
+            obs["error"] = json!({ "code": e.code, "message": e.message });
+            obs["mutated"] = json!(e.mutated);
+            obs["truncated"] = json!(false);
+            obs["file"] = json!(e.file);
+            Err(e)
+        }
+        Err(ToolFailure::Internal(fault)) => {
+            obs["ok"] = json!(false);
+            obs["internal_error"] = json!(format!("{fault:#}"));
+            // Best effort: the fault may be the store itself.
+            let _ = ctx.session.append(EventKind::Observation, &obs);
+            return Err(fault.context(format!("internal error in tool {}", call.name)));
+        }
+    };
+    let obs_ev = ctx.session.append(EventKind::Observation, &obs).context("cannot record the observation")?;
+    Ok(CallOutcome {
+        tool: call.name.clone(),
+        action_seq: action_ev.seq,
+        observation_seq: obs_ev.seq,
+        result,
+        duration_ms,
+    })
+}
+
+fn run(registry: &Registry, ctx: &ToolContext<'_>, call: &ToolCall) -> Result<ToolOutput, ToolFailure> {
+    let Some(tool) = registry.get(&call.name) else {
+        return Err(ToolError::new(
+            ErrorCode::UnknownTool,
+            format!("there is no tool named `{}`. The tools are: {}.", call.name, registry.names().join(", ")),
+        )
+        .into());
+    };
+    let value = args::parse(tool.name(), &tool.input_schema(), &call.arguments)?;
+    tool.run(ctx, value)
+}

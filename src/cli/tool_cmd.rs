@@ -1,0 +1,137 @@
+//! `abhed tool NAME 'ARGS_JSON'`: one tool call on the same path the agent loop uses.
+
+use std::io::Read as _;
+use std::path::PathBuf;
+
+use clap::{Args, ValueEnum};
+use serde_json::json;
+
+use abhed::agent;
+use abhed::config::Config;
+use abhed::model::ToolCall;
+use abhed::sandbox::Workspace;
+use abhed::store::Store;
+use abhed::tools::{Registry, ToolContext};
+
+use super::{Failure, exit, print_stdout};
+
+#[derive(Args)]
+pub struct ToolArgs {
+    /// The tool to call (see --list).
+    #[arg(required_unless_present = "list")]
+    name: Option<String>,
+    /// The call's arguments as a JSON object; `-` reads them from stdin.
+    #[arg(value_name = "ARGS_JSON")]
+    args: Option<String>,
+    /// The workspace root (default: the session's workspace, else the current directory).
+    #[arg(long, value_name = "DIR")]
+    workspace: Option<PathBuf>,
+    /// Continue an existing session (its read-tracking applies). Default: a new session.
+    #[arg(long, value_name = "ID")]
+    session: Option<String>,
+    /// `text`: exactly what the model sees. `json`: a stable envelope.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    format: Format,
+    /// Print every tool's definition (name, description, input_schema) as the model sees it.
+    #[arg(long, conflicts_with_all = ["name", "args", "session"])]
+    list: bool,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Format {
+    Text,
+    Json,
+}
+
+/// The version of the `--format json` envelope. Bumped only on an incompatible change.
+const ENVELOPE_VERSION: u32 = 1;
+
+pub fn run(a: ToolArgs) -> Result<u8, Failure> {
+    let registry = Registry::native();
+    if a.list {
+        let defs = serde_json::to_string_pretty(&registry.definitions()).map_err(|e| Failure::internal(&e.into()))?;
+        print_stdout(&format!("{defs}\n"))?;
+        return Ok(exit::OK);
+    }
+    let name = a.name.unwrap_or_default();
+    if registry.get(&name).is_none() {
+        return Err(Failure::usage(format!("there is no tool named `{name}`; the tools are: {}", registry.names().join(", "))));
+    }
+    let raw_args = match a.args.as_deref() {
+        None => return Err(Failure::usage(format!("give the arguments of `{name}` as a JSON object, e.g. abhed tool {name} '{{...}}' (abhed tool --list shows the schemas)"))),
+        Some("-") => {
+            let mut s = String::new();
+            std::io::stdin().read_to_string(&mut s).map_err(|e| Failure::usage(format!("cannot read the arguments from stdin: {e}")))?;
+            s
+        }
+        Some(s) => s.to_string(),
+    };
+
+    let store_path = Store::default_path().map_err(|e| Failure::internal(&e))?;
+    let store = Store::open(&store_path).map_err(|e| Failure::internal(&e))?;
+    let session = match &a.session {
+        Some(id) => store
+            .open_session(id)
+            .map_err(|e| Failure::internal(&e))?
+            .ok_or_else(|| Failure::usage(format!("no session `{id}` in {}; omit --session to start a new one", store.path().display())))?,
+        None => {
+            let ws = workspace_dir(a.workspace.clone(), None)?;
+            store.create_session(&ws).map_err(|e| Failure::internal(&e))?
+        }
+    };
+    let ws_dir = workspace_dir(a.workspace, Some(session.workspace().to_path_buf()))?;
+    let config = Config::load(&ws_dir).map_err(|e| Failure::usage(format!("{e:#}")))?;
+    let workspace = Workspace::new(&ws_dir, &config.workspace.extra_roots)
+        .map_err(|e| Failure::usage(format!("cannot use workspace {}: {e}", ws_dir.display())))?;
+    let ctx = ToolContext { workspace: &workspace, config: &config, session: &session };
+
+    let call = ToolCall { name, arguments: raw_args };
+    let outcome = agent::execute(&registry, &ctx, &call).map_err(|e| Failure::internal(&e))?;
+
+    match a.format {
+        Format::Text => {
+            let mut text = outcome.text();
+            if !text.ends_with('\n') {
+                text.push('\n');
+            }
+            print_stdout(&text)?;
+            // The id is how a second call shares this session's reads; stderr keeps stdout exact.
+            eprintln!("session: {}", session.id());
+        }
+        Format::Json => {
+            let (output, error, truncated, file) = match &outcome.result {
+                Ok(o) => (o.text.clone(), None, o.truncated, o.file.clone()),
+                Err(e) => (e.render(), Some(json!({ "code": e.code, "message": e.message })), false, e.file.clone()),
+            };
+            let envelope = json!({
+                "format_version": ENVELOPE_VERSION,
+                "tool": outcome.tool,
+                "ok": outcome.ok(),
+                "output": output,
+                "error": error,
+                "mutated": outcome.mutated(),
+                "truncated": truncated,
+                "session": session.id(),
+                "path": file.as_ref().map(|f| f.path.clone()),
+                "sha256": file.as_ref().map(|f| f.sha256.clone()),
+                "action_seq": outcome.action_seq,
+                "observation_seq": outcome.observation_seq,
+                "duration_ms": outcome.duration_ms,
+            });
+            print_stdout(&format!("{envelope}\n"))?;
+        }
+    }
+    Ok(if outcome.ok() { exit::OK } else { exit::TOOL_ERROR })
+}
+
+fn workspace_dir(flag: Option<PathBuf>, session_ws: Option<PathBuf>) -> Result<PathBuf, Failure> {
+    let dir = match (flag, session_ws) {
+        (Some(d), _) => d,
+        (None, Some(s)) => s,
+        (None, None) => std::env::current_dir().map_err(|e| Failure::usage(format!("cannot read the current directory: {e}")))?,
+    };
+    if !dir.is_dir() {
+        return Err(Failure::usage(format!("workspace {} is not a directory", dir.display())));
+    }
+    dir.canonicalize().map_err(|e| Failure::usage(format!("cannot use workspace {}: {e}", dir.display())))
+}

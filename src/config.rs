@@ -1,0 +1,174 @@
+//! Configuration: built-in defaults, then the user config (`$XDG_CONFIG_HOME/abhed/config.toml`
+//! or `$ABHED_CONFIG`), then the workspace's `abhed.toml`. Flags win over all of them.
+//!
+//! Settings that widen what tools may touch (`workspace.extra_roots`) are honoured only from
+//! the user config: a repository must not be able to grant itself access outside itself.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context as _, Result, bail};
+use serde::Deserialize;
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    pub workspace: WorkspaceConfig,
+    pub read: ReadConfig,
+    pub write: WriteConfig,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct WorkspaceConfig {
+    /// Directories outside the workspace that tools may also touch.
+    pub extra_roots: Vec<PathBuf>,
+    /// Gitignore-style patterns glob and grep skip, on top of `.gitignore` and the built-in
+    /// list (node_modules, .git, target, dist, __pycache__).
+    pub ignore: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ReadConfig {
+    /// A file larger than this is read only by range (offset/limit).
+    pub max_file_bytes: u64,
+    /// The most characters one read returns; lines past it are left for the next read.
+    pub max_output_chars: usize,
+}
+
+impl Default for ReadConfig {
+    fn default() -> Self {
+        ReadConfig { max_file_bytes: 10 * 1024 * 1024, max_output_chars: 100_000 }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct WriteConfig {
+    /// Let write (and edit creating a file) create missing parent directories.
+    pub create_parent_dirs: bool,
+    /// Permission bits of new files, as an octal string ("0644").
+    pub file_mode: String,
+}
+
+impl Default for WriteConfig {
+    fn default() -> Self {
+        WriteConfig { create_parent_dirs: false, file_mode: "0644".to_string() }
+    }
+}
+
+impl WriteConfig {
+    /// The mode of new files as bits. Validated at load, so this cannot fail afterwards.
+    pub fn mode(&self) -> u32 {
+        parse_mode(&self.file_mode).unwrap_or(0o644)
+    }
+}
+
+fn parse_mode(s: &str) -> Option<u32> {
+    u32::from_str_radix(s.trim_start_matches("0o"), 8).ok().filter(|m| *m <= 0o7777)
+}
+
+/// Where the user config lives.
+pub fn user_config_path() -> Option<PathBuf> {
+    let env = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty()).map(PathBuf::from);
+    env("ABHED_CONFIG")
+        .or_else(|| env("XDG_CONFIG_HOME").map(|d| d.join("abhed/config.toml")))
+        .or_else(|| env("HOME").map(|d| d.join(".config/abhed/config.toml")))
+}
+
+impl Config {
+    /// Load the user config and the workspace's `abhed.toml`, the latter overriding key by key.
+    pub fn load(workspace: &Path) -> Result<Config> {
+        let user = match user_config_path() {
+            Some(p) if p.exists() => Some((read_table(&p)?, p)),
+            _ => None,
+        };
+        let ws_path = workspace.join("abhed.toml");
+        let ws = if ws_path.exists() { Some(read_table(&ws_path)?) } else { None };
+        Self::layered(user, ws, &ws_path)
+    }
+
+    fn layered(user: Option<(toml::Table, PathBuf)>, ws: Option<toml::Table>, ws_path: &Path) -> Result<Config> {
+        let mut merged = toml::Table::new();
+        let mut origin = ws_path.to_path_buf();
+        if let Some((user, path)) = user {
+            from_table(user.clone(), &path)?;
+            merged = user;
+            origin = path;
+        }
+        if let Some(ws) = ws {
+            let widens = ws.get("workspace").and_then(|w| w.get("extra_roots")).is_some();
+            if widens {
+                bail!(
+                    "{}: `workspace.extra_roots` is only honoured in the user config ({}), so that a repository cannot widen its own access; move it there",
+                    ws_path.display(),
+                    user_config_path().map(|p| p.display().to_string()).unwrap_or_else(|| "~/.config/abhed/config.toml".into())
+                );
+            }
+            from_table(ws.clone(), ws_path)?;
+            overlay(&mut merged, ws);
+            origin = ws_path.to_path_buf();
+        }
+        from_table(merged, &origin)
+    }
+}
+
+/// Deep-merge `top` over `base`: tables merge key by key, anything else replaces. Lists
+/// replace too, except `workspace.ignore`, which accumulates.
+fn overlay(base: &mut toml::Table, top: toml::Table) {
+    for (k, v) in top {
+        match (base.get_mut(&k), v) {
+            (Some(toml::Value::Table(b)), toml::Value::Table(t)) => overlay(b, t),
+            (Some(toml::Value::Array(b)), toml::Value::Array(t)) if k == "ignore" => b.extend(t),
+            (_, v) => {
+                base.insert(k, v);
+            }
+        }
+    }
+}
+
+fn read_table(path: &Path) -> Result<toml::Table> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read config {}", path.display()))?;
+    text.parse::<toml::Table>().with_context(|| format!("invalid config {}", path.display()))
+}
+
+fn from_table(table: toml::Table, path: &Path) -> Result<Config> {
+    let cfg: Config = toml::Value::Table(table).try_into().with_context(|| format!("invalid config {}", path.display()))?;
+    if parse_mode(&cfg.write.file_mode).is_none() {
+        bail!("invalid config {}: write.file_mode {:?} is not an octal mode like \"0644\"", path.display(), cfg.write.file_mode);
+    }
+    Ok(cfg)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn workspace_cannot_widen_roots() {
+        let ws: toml::Table = "[workspace]\nextra_roots = [\"/\"]".parse().unwrap();
+        assert!(Config::layered(None, Some(ws), Path::new("/w/abhed.toml")).is_err());
+    }
+
+    #[test]
+    fn workspace_overrides_key_by_key() {
+        let user: toml::Table = "[write]\nfile_mode = \"0600\"\n[workspace]\nignore = [\"*.log\"]".parse().unwrap();
+        let ws: toml::Table = "[write]\ncreate_parent_dirs = true\n[workspace]\nignore = [\"*.tmp\"]".parse().unwrap();
+        let cfg = Config::layered(Some((user, PathBuf::from("/u.toml"))), Some(ws), Path::new("/w/abhed.toml")).unwrap();
+        assert_eq!(cfg.write.mode(), 0o600);
+        assert!(cfg.write.create_parent_dirs);
+        assert_eq!(cfg.workspace.ignore, vec!["*.log", "*.tmp"]);
+    }
+
+    #[test]
+    fn unknown_keys_are_rejected() {
+        assert!(toml::from_str::<Config>("[write]\ncreate_parents = true").is_err());
+    }
+
+    #[test]
+    fn modes_parse() {
+        assert_eq!(parse_mode("0644"), Some(0o644));
+        assert_eq!(parse_mode("0o600"), Some(0o600));
+        assert_eq!(parse_mode("999"), None);
+    }
+}

@@ -1,0 +1,16 @@
+//! Abhed: an offline coding agent. A local model drives nine native tools; every call is an
+//! event persisted before and after it runs.
+//!
+//! Layers (see docs/ARCHITECTURE.md): `agent` dispatches tool calls and will host the loop,
+//! `tools` holds one file per tool, `model` the model-facing call types, `sandbox` the
+//! confinement of paths (and later the microVM), `store` the SQLite event log and session state.
+//! Library code never prints; only the binary's `cli` module does.
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
+pub mod agent;
+pub mod config;
+pub mod conformance;
+pub mod model;
+pub mod sandbox;
+pub mod store;
+pub mod tools;

@@ -1,0 +1,200 @@
+//! Path confinement. Every path a tool receives is resolved here: it must be absolute, and
+//! after `..` and symlinks are resolved it must lie under the workspace root or an extra root
+//! the operator allowed.
+
+use std::io;
+use std::path::{Component, Path, PathBuf};
+
+/// The directories tools may touch.
+#[derive(Debug, Clone)]
+pub struct Workspace {
+    root: PathBuf,
+    extra_roots: Vec<PathBuf>,
+}
+
+/// A path that passed confinement.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Resolved {
+    /// The path as the model gave it, made lexically clean (`.`, `..`, `//` removed). This is
+    /// the form we print back.
+    pub shown: PathBuf,
+    /// The same path with every symlink resolved; where the path does not exist yet, its
+    /// nearest existing ancestor resolved with the rest appended. This is the form we act on
+    /// and the key of read-tracking.
+    pub real: PathBuf,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PathError {
+    #[error("`{field}` is empty. Give an absolute path, e.g. {example}.")]
+    Empty { field: String, example: String },
+    #[error(
+        "`{field}` must be an absolute path, but `{given}` is relative. Relative to the workspace root it would be {suggestion}{note}; call again with that absolute path."
+    )]
+    Relative { field: String, given: String, suggestion: String, note: String },
+    #[error(
+        "{given} is outside the workspace{via}. Tools may only touch files under {roots}. Choose a path under the workspace; an operator can allow more directories with `extra_roots` in the user config."
+    )]
+    Outside { given: String, via: String, roots: String },
+}
+
+impl Workspace {
+    /// A workspace rooted at `root` (which must exist), with extra roots the operator allowed.
+    /// Roots are canonicalized so that confinement compares real paths.
+    pub fn new(root: &Path, extra_roots: &[PathBuf]) -> io::Result<Self> {
+        let root = root.canonicalize()?;
+        let mut extras = Vec::new();
+        for r in extra_roots {
+            // An extra root that does not exist grants nothing; skip it rather than fail.
+            if let Ok(c) = r.canonicalize() {
+                extras.push(c);
+            }
+        }
+        Ok(Workspace { root, extra_roots: extras })
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    pub fn roots(&self) -> impl Iterator<Item = &Path> {
+        std::iter::once(self.root.as_path()).chain(self.extra_roots.iter().map(PathBuf::as_path))
+    }
+
+    /// Resolve a path argument named `field`. `raw` must be absolute.
+    pub fn resolve(&self, field: &str, raw: &str) -> Result<Resolved, PathError> {
+        if raw.trim().is_empty() {
+            return Err(PathError::Empty {
+                field: field.to_string(),
+                example: self.root.join("src/main.rs").display().to_string(),
+            });
+        }
+        let given = Path::new(raw);
+        if !given.is_absolute() {
+            let suggestion = normalize(&self.root.join(given));
+            let note = if suggestion.exists() { " (which exists)" } else { " (which does not exist either)" };
+            return Err(PathError::Relative {
+                field: field.to_string(),
+                given: raw.to_string(),
+                suggestion: suggestion.display().to_string(),
+                note: note.to_string(),
+            });
+        }
+        let shown = normalize(given);
+        let real = real_path(&shown);
+        if !self.contains(&real) {
+            let via = if real != shown { format!(" (it resolves to {})", real.display()) } else { String::new() };
+            return Err(PathError::Outside {
+                given: shown.display().to_string(),
+                via,
+                roots: self.roots().map(|r| r.display().to_string()).collect::<Vec<_>>().join(", "),
+            });
+        }
+        Ok(Resolved { shown, real })
+    }
+
+    /// Whether a real (symlink-resolved) path lies under one of the roots.
+    pub fn contains(&self, real: &Path) -> bool {
+        self.roots().any(|r| real.starts_with(r))
+    }
+
+    /// The shown form of `real` for paths found by walking from `base` (given as `shown`).
+    pub fn rebase(shown_base: &Path, real_base: &Path, found: &Path) -> PathBuf {
+        match found.strip_prefix(real_base) {
+            Ok(rest) => shown_base.join(rest),
+            Err(_) => found.to_path_buf(),
+        }
+    }
+}
+
+/// Lexical normalization of an absolute path: drop `.`, apply `..`, collapse separators.
+pub fn normalize(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for c in path.components() {
+        match c {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::CurDir => {}
+            other => out.push(other.as_os_str()),
+        }
+    }
+    out
+}
+
+/// Resolve symlinks: the canonical path if it exists, else the canonical nearest existing
+/// ancestor with the remaining components appended. A dangling symlink resolves to its target.
+fn real_path(path: &Path) -> PathBuf {
+    if let Ok(c) = path.canonicalize() {
+        return c;
+    }
+    // A dangling symlink: follow it by hand so that writing through it is confined too.
+    if let Ok(target) = std::fs::read_link(path) {
+        let parent = path.parent().unwrap_or(Path::new("/"));
+        let joined = normalize(&parent.join(target));
+        if joined != path {
+            return real_path(&joined);
+        }
+    }
+    let mut rest = Vec::new();
+    let mut cur = path.to_path_buf();
+    loop {
+        match cur.file_name() {
+            Some(name) => rest.push(name.to_os_string()),
+            None => return path.to_path_buf(),
+        }
+        if !cur.pop() {
+            return path.to_path_buf();
+        }
+        if let Ok(mut c) = cur.canonicalize() {
+            for name in rest.iter().rev() {
+                c.push(name);
+            }
+            return c;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn normalize_removes_dots() {
+        assert_eq!(normalize(Path::new("/a/./b/../c//d")), PathBuf::from("/a/c/d"));
+        assert_eq!(normalize(Path::new("/../x")), PathBuf::from("/x"));
+    }
+
+    #[test]
+    fn dotdot_escape_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = Workspace::new(dir.path(), &[]).unwrap();
+        let raw = format!("{}/../etc/passwd", ws.root().display());
+        assert!(matches!(ws.resolve("path", &raw), Err(PathError::Outside { .. })));
+    }
+
+    #[test]
+    fn symlink_escape_is_refused_and_inside_link_allowed() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = Workspace::new(dir.path(), &[]).unwrap();
+        std::os::unix::fs::symlink("/etc", ws.root().join("etc")).unwrap();
+        std::fs::write(ws.root().join("a.txt"), "x").unwrap();
+        std::os::unix::fs::symlink("a.txt", ws.root().join("b.txt")).unwrap();
+        let out = ws.resolve("path", &format!("{}/etc/passwd", ws.root().display()));
+        assert!(matches!(out, Err(PathError::Outside { .. })), "{out:?}");
+        let ok = ws.resolve("path", &format!("{}/b.txt", ws.root().display())).unwrap();
+        assert_eq!(ok.real, ws.root().join("a.txt"));
+        // A new file under a symlinked dir that escapes is refused too.
+        let new = ws.resolve("path", &format!("{}/etc/new-file", ws.root().display()));
+        assert!(matches!(new, Err(PathError::Outside { .. })));
+    }
+
+    #[test]
+    fn dangling_symlink_out_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = Workspace::new(dir.path(), &[]).unwrap();
+        std::os::unix::fs::symlink("/nonexistent-abhed/x", ws.root().join("d")).unwrap();
+        let out = ws.resolve("path", &format!("{}/d", ws.root().display()));
+        assert!(matches!(out, Err(PathError::Outside { .. })), "{out:?}");
+    }
+}

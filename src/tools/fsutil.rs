@@ -1,0 +1,159 @@
+//! File helpers shared by the file tools: content identity, binary sniffing, atomic writes.
+
+use std::fs::{self, File};
+use std::io::{self, Read as _, Write as _};
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::time::UNIX_EPOCH;
+
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+
+/// The identity of a file's content as the model last saw it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FileIdentity {
+    pub path: String,
+    pub sha256: String,
+}
+
+impl FileIdentity {
+    pub fn new(path: &Path, sha256: String) -> Self {
+        FileIdentity { path: path.display().to_string(), sha256 }
+    }
+}
+
+/// How many hex digits of a sha256 we show the model: enough to tell versions apart.
+pub const SHORT_HASH: usize = 12;
+
+pub fn short(hash: &str) -> &str {
+    &hash[..hash.len().min(SHORT_HASH)]
+}
+
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    hex(&Sha256::digest(bytes))
+}
+
+pub fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write as _;
+    let mut s = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        let _ = write!(s, "{b:02x}");
+    }
+    s
+}
+
+/// Modification time in nanoseconds since the epoch (0 when the platform cannot say).
+pub fn mtime_ns(meta: &fs::Metadata) -> i64 {
+    meta.modified()
+        .ok()
+        .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+        .map(|d| d.as_nanos() as i64)
+        .unwrap_or(0)
+}
+
+/// Bytes to look at when deciding whether a file is binary.
+pub const SNIFF_BYTES: usize = 8192;
+
+/// Name the type of a binary file from its first bytes, or `None` for text.
+pub fn sniff_binary(head: &[u8]) -> Option<&'static str> {
+    const MAGIC: &[(&[u8], &str)] = &[
+        (b"\x89PNG\r\n\x1a\n", "PNG image"),
+        (b"\xff\xd8\xff", "JPEG image"),
+        (b"GIF87a", "GIF image"),
+        (b"GIF89a", "GIF image"),
+        (b"%PDF-", "PDF document"),
+        (b"PK\x03\x04", "ZIP archive (also jar, docx, xlsx, wheel)"),
+        (b"\x1f\x8b", "gzip-compressed data"),
+        (b"\x7fELF", "ELF executable or object"),
+        (b"BZh", "bzip2-compressed data"),
+        (b"\xfd7zXZ\x00", "xz-compressed data"),
+        (b"\x28\xb5\x2f\xfd", "zstd-compressed data"),
+        (b"7z\xbc\xaf\x27\x1c", "7-zip archive"),
+        (b"SQLite format 3\x00", "SQLite database"),
+        (b"\x00asm", "WebAssembly module"),
+        (b"GGUF", "GGUF model weights"),
+        (b"RIFF", "RIFF media (WAV, AVI or WebP)"),
+        (b"OggS", "Ogg media"),
+        (b"ID3", "MP3 audio"),
+        (b"\xca\xfe\xba\xbe", "Java class file or Mach-O binary"),
+        (b"BM", "BMP image"),
+    ];
+    for (magic, name) in MAGIC {
+        // "BM" is too short to trust on its own: also require a NUL in the header.
+        if head.starts_with(magic) && (*name != "BMP image" || head.contains(&0)) {
+            return Some(name);
+        }
+    }
+    if head.len() >= 262 && &head[257..262] == b"ustar" {
+        return Some("tar archive");
+    }
+    if head.contains(&0) {
+        return Some("binary data (contains NUL bytes)");
+    }
+    None
+}
+
+/// Read up to [`SNIFF_BYTES`] from the start of a file.
+pub fn read_head(file: &mut File) -> io::Result<Vec<u8>> {
+    let mut head = Vec::with_capacity(SNIFF_BYTES);
+    std::io::Read::by_ref(file).take(SNIFF_BYTES as u64).read_to_end(&mut head)?;
+    Ok(head)
+}
+
+/// Lines in a byte buffer, counting a final line without a newline.
+pub fn line_count(bytes: &[u8]) -> usize {
+    let newlines = bytes.iter().filter(|&&b| b == b'\n').count();
+    newlines + usize::from(bytes.last().is_some_and(|&b| b != b'\n'))
+}
+
+/// Write `bytes` to `path` atomically: a temp file in the same directory, fsync, rename over
+/// the target, fsync the directory. `mode` is applied to the new file before the rename, so
+/// the target never exists with the wrong permissions.
+pub fn atomic_write(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
+    let dir = path.parent().ok_or_else(|| io::Error::other("path has no parent directory"))?;
+    let mut tmp = tempfile::Builder::new().prefix(".abhed-").suffix(".tmp").tempfile_in(dir)?;
+    tmp.write_all(bytes)?;
+    tmp.as_file().set_permissions(fs::Permissions::from_mode(mode))?;
+    tmp.as_file().sync_all()?;
+    tmp.persist(path).map_err(|e| e.error)?;
+    File::open(dir)?.sync_all()
+}
+
+/// The permission bits to give a rewritten file: its own if it exists, else `default`.
+pub fn mode_for(path: &Path, default: u32) -> u32 {
+    fs::metadata(path).map(|m| m.permissions().mode() & 0o7777).unwrap_or(default)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sniff_names_types() {
+        assert_eq!(sniff_binary(b"\x89PNG\r\n\x1a\n...."), Some("PNG image"));
+        assert_eq!(sniff_binary(b"hello\x00world"), Some("binary data (contains NUL bytes)"));
+        assert_eq!(sniff_binary("héllo wörld\n".as_bytes()), None);
+        assert_eq!(sniff_binary(b"BMW is a car\n"), None);
+    }
+
+    #[test]
+    fn line_counts() {
+        assert_eq!(line_count(b""), 0);
+        assert_eq!(line_count(b"a"), 1);
+        assert_eq!(line_count(b"a\n"), 1);
+        assert_eq!(line_count(b"a\nb"), 2);
+        assert_eq!(line_count(b"\n\n"), 2);
+    }
+
+    #[test]
+    fn atomic_write_keeps_mode() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("f");
+        atomic_write(&p, b"one", 0o600).unwrap();
+        assert_eq!(fs::read(&p).unwrap(), b"one");
+        assert_eq!(mode_for(&p, 0o644), 0o600);
+        atomic_write(&p, b"two", mode_for(&p, 0o644)).unwrap();
+        assert_eq!(fs::metadata(&p).unwrap().permissions().mode() & 0o777, 0o600);
+        assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1, "no temp file left behind");
+    }
+}

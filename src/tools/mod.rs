@@ -1,0 +1,305 @@
+//! The native tools. Each tool lives in one file holding its schema (exactly what the model
+//! sees), its argument type, its semantics and its errors.
+//!
+//! A tool returns either a [`ToolOutput`] (the observation), a [`ToolError`] (a failure *for the
+//! model*: what failed, why, what to do instead, whether anything changed), or an internal fault
+//! (a bug or a broken store: never dressed up as a tool result).
+
+pub mod args;
+pub mod edit;
+mod fsutil;
+pub mod glob;
+pub mod grep;
+pub mod read;
+mod suggest;
+pub mod write;
+
+use std::fmt;
+use std::path::Path;
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::config::Config;
+use crate::sandbox::{PathError, Workspace};
+use crate::store::Session;
+
+pub use fsutil::FileIdentity;
+
+/// Everything a tool may touch while it runs.
+pub struct ToolContext<'a> {
+    pub workspace: &'a Workspace,
+    pub config: &'a Config,
+    pub session: &'a Session<'a>,
+}
+
+/// What the model sees after a successful call, plus the facts the envelope reports.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ToolOutput {
+    /// The exact text the model sees.
+    pub text: String,
+    pub mutated: bool,
+    pub truncated: bool,
+    /// The file the call was about, where there is exactly one.
+    pub file: Option<FileIdentity>,
+}
+
+impl ToolOutput {
+    pub fn new(text: String) -> Self {
+        ToolOutput { text, mutated: false, truncated: false, file: None }
+    }
+}
+
+/// Stable error codes. They are part of the contract: conformance cases and scripts match on
+/// them, so a code is never renamed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorCode {
+    /// Arguments JSON that is malformed or does not fit the schema.
+    InvalidArguments,
+    /// A path argument that is not absolute.
+    RelativePath,
+    /// A path that resolves outside the workspace roots.
+    OutsideWorkspace,
+    NotFound,
+    IsDirectory,
+    NotADirectory,
+    PermissionDenied,
+    /// An operating-system error on the user's files (disk full, I/O error, ...).
+    Io,
+    BinaryFile,
+    TooLarge,
+    OffsetOutOfRange,
+    InvalidUtf8,
+    /// Overwrite or edit of a file not read in this session.
+    NotRead,
+    /// The file changed since this session last read it.
+    StaleRead,
+    ParentMissing,
+    NoMatch,
+    AmbiguousMatch,
+    IdenticalStrings,
+    EmptyOldString,
+    InvalidGlob,
+    InvalidRegex,
+    UnsupportedRegex,
+    RegexTooLarge,
+    EmptyPattern,
+    UnknownTool,
+}
+
+impl ErrorCode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorCode::InvalidArguments => "invalid_arguments",
+            ErrorCode::RelativePath => "relative_path",
+            ErrorCode::OutsideWorkspace => "outside_workspace",
+            ErrorCode::NotFound => "not_found",
+            ErrorCode::IsDirectory => "is_directory",
+            ErrorCode::NotADirectory => "not_a_directory",
+            ErrorCode::PermissionDenied => "permission_denied",
+            ErrorCode::Io => "io",
+            ErrorCode::BinaryFile => "binary_file",
+            ErrorCode::TooLarge => "too_large",
+            ErrorCode::OffsetOutOfRange => "offset_out_of_range",
+            ErrorCode::InvalidUtf8 => "invalid_utf8",
+            ErrorCode::NotRead => "not_read",
+            ErrorCode::StaleRead => "stale_read",
+            ErrorCode::ParentMissing => "parent_missing",
+            ErrorCode::NoMatch => "no_match",
+            ErrorCode::AmbiguousMatch => "ambiguous_match",
+            ErrorCode::IdenticalStrings => "identical_strings",
+            ErrorCode::EmptyOldString => "empty_old_string",
+            ErrorCode::InvalidGlob => "invalid_glob",
+            ErrorCode::InvalidRegex => "invalid_regex",
+            ErrorCode::UnsupportedRegex => "unsupported_regex",
+            ErrorCode::RegexTooLarge => "regex_too_large",
+            ErrorCode::EmptyPattern => "empty_pattern",
+            ErrorCode::UnknownTool => "unknown_tool",
+        }
+    }
+}
+
+impl fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A failure the model must read and act on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ToolError {
+    pub code: ErrorCode,
+    /// What failed, why, and what to do instead. Never ends with the mutation statement:
+    /// [`ToolError::render`] adds it, so every error says it the same way.
+    pub message: String,
+    pub mutated: bool,
+    pub file: Option<FileIdentity>,
+}
+
+impl ToolError {
+    /// An error that changed nothing (the normal case: our mutations are atomic).
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        ToolError { code, message: message.into(), mutated: false, file: None }
+    }
+
+    pub fn with_file(mut self, file: FileIdentity) -> Self {
+        self.file = Some(file);
+        self
+    }
+
+    /// The exact text the model sees for this error.
+    pub fn render(&self) -> String {
+        let tail = if self.mutated {
+            "Some changes were made, as described above."
+        } else {
+            "Nothing was changed."
+        };
+        format!("Error [{}]: {}\n{}", self.code, self.message.trim_end(), tail)
+    }
+}
+
+/// Why a tool call did not produce an observation.
+#[derive(Debug)]
+pub enum ToolFailure {
+    /// For the model: an observation it must reason about.
+    Model(ToolError),
+    /// For us: a bug or a broken environment (the store, say). Ends the call as a fault.
+    Internal(anyhow::Error),
+}
+
+impl From<ToolError> for ToolFailure {
+    fn from(e: ToolError) -> Self {
+        ToolFailure::Model(e)
+    }
+}
+
+impl From<PathError> for ToolFailure {
+    fn from(e: PathError) -> Self {
+        ToolFailure::Model(e.into())
+    }
+}
+
+impl From<PathError> for ToolError {
+    fn from(e: PathError) -> Self {
+        let code = match e {
+            PathError::Empty { .. } => ErrorCode::InvalidArguments,
+            PathError::Relative { .. } => ErrorCode::RelativePath,
+            PathError::Outside { .. } => ErrorCode::OutsideWorkspace,
+        };
+        ToolError::new(code, e.to_string())
+    }
+}
+
+pub type ToolResult = Result<ToolOutput, ToolFailure>;
+
+/// One native tool.
+pub trait Tool: Send + Sync {
+    fn name(&self) -> &'static str;
+    /// The description the model reads.
+    fn description(&self) -> &'static str;
+    /// The JSON schema of the arguments, exactly as the model sees it. The dispatcher validates
+    /// every call against it before [`Tool::run`], so `run` may deserialize without surprises.
+    fn input_schema(&self) -> Value;
+    /// Whether a call may change files. Mutating tools are gated by the approval policy.
+    fn mutates(&self) -> bool;
+    fn run(&self, ctx: &ToolContext<'_>, args: Value) -> ToolResult;
+}
+
+/// The tools the model is offered, in the order it sees them.
+pub struct Registry {
+    tools: Vec<Box<dyn Tool>>,
+}
+
+impl Registry {
+    /// The native tools available in this build.
+    pub fn native() -> Self {
+        Registry {
+            tools: vec![
+                Box::new(read::Read),
+                Box::new(write::Write),
+                Box::new(edit::Edit),
+                Box::new(glob::Glob),
+                Box::new(grep::Grep),
+            ],
+        }
+    }
+
+    pub fn get(&self, name: &str) -> Option<&dyn Tool> {
+        self.tools.iter().find(|t| t.name() == name).map(|t| t.as_ref())
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &dyn Tool> {
+        self.tools.iter().map(|t| t.as_ref())
+    }
+
+    pub fn names(&self) -> Vec<&'static str> {
+        self.tools.iter().map(|t| t.name()).collect()
+    }
+
+    /// Every tool's definition as the model sees it: name, description, input_schema.
+    pub fn definitions(&self) -> Value {
+        Value::Array(
+            self.iter()
+                .map(|t| {
+                    serde_json::json!({
+                        "name": t.name(),
+                        "description": t.description(),
+                        "input_schema": t.input_schema(),
+                    })
+                })
+                .collect(),
+        )
+    }
+}
+
+/// Deserialize validated arguments. Validation against the schema already ran, so a failure
+/// here is a value the schema cannot express (a negative count, say): still the model's error.
+pub(crate) fn parse_args<T: serde::de::DeserializeOwned>(tool: &str, args: Value) -> Result<T, ToolError> {
+    serde_json::from_value(args).map_err(|e| {
+        ToolError::new(
+            ErrorCode::InvalidArguments,
+            format!("invalid arguments for {tool}: {e}. Check the values against the tool's schema."),
+        )
+    })
+}
+
+/// Map an I/O error on a user's file to a model-facing error naming the path.
+pub(crate) fn io_error(action: &str, path: &Path, err: &std::io::Error) -> ToolError {
+    use std::io::ErrorKind;
+    let p = path.display();
+    match err.kind() {
+        ErrorKind::PermissionDenied => ToolError::new(
+            ErrorCode::PermissionDenied,
+            format!("cannot {action} {p}: permission denied. The file's permissions forbid it; choose another path or ask the operator."),
+        ),
+        ErrorKind::NotFound => ToolError::new(
+            ErrorCode::NotFound,
+            format!("cannot {action} {p}: it no longer exists (it was removed while the call ran). Use glob to see what is there now."),
+        ),
+        _ => ToolError::new(ErrorCode::Io, format!("cannot {action} {p}: {err}.")),
+    }
+}
+
+/// Format a byte count for people and models alike: "1.5 MiB (1572864 bytes)".
+pub(crate) fn human_bytes(n: u64) -> String {
+    const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
+    if n < 1024 {
+        return format!("{n} bytes");
+    }
+    let mut v = n as f64 / 1024.0;
+    let mut unit = UNITS[0];
+    for u in &UNITS[1..] {
+        if v < 1024.0 {
+            break;
+        }
+        v /= 1024.0;
+        unit = u;
+    }
+    format!("{v:.1} {unit} ({n} bytes)")
+}
+
+/// The canonical form of a path we print: absolute, as resolved at the boundary.
+pub(crate) fn shown(path: &Path) -> String {
+    path.display().to_string()
+}

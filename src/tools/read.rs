@@ -1,0 +1,384 @@
+//! `read`: numbered lines of a text file, with the file's identity and what was covered.
+//!
+//! The observation opens with one header line — path, content sha256 (prefix), line count and
+//! delivery mode (full | range | truncated) — then `<n>\t<line>` lines, then any truncation
+//! note. The read is recorded in the session so that `edit` and `write` can check it.
+
+use std::fs::File;
+use std::io::{BufReader, Read as _};
+use std::path::Path;
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+use super::fsutil::{self, FileIdentity};
+use super::{ErrorCode, Tool, ToolContext, ToolError, ToolFailure, ToolOutput, ToolResult, human_bytes, io_error, suggest};
+use crate::store::ReadRecord;
+
+/// Lines returned when the call gives no limit.
+pub const DEFAULT_LIMIT: u64 = 2000;
+/// Characters of one line shown before it is cut.
+pub const MAX_LINE_CHARS: usize = 2000;
+pub const LINE_CUT_MARKER: &str = "[...line truncated]";
+pub const EMPTY_MARKER: &str = "[file exists but is empty]";
+
+pub struct Read;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Args {
+    path: String,
+    offset: Option<u64>,
+    limit: Option<u64>,
+}
+
+impl Tool for Read {
+    fn name(&self) -> &'static str {
+        "read"
+    }
+
+    fn description(&self) -> &'static str {
+        "Read a file from the filesystem. Returns numbered lines (`<n>\\t<line>`) after a header giving the file's sha256 and whether you see all of it. Prefer this over `cat` via bash — output is bounded, numbered, and the read is tracked for edit safety: edit and write need a prior read of the file."
+    }
+
+    fn input_schema(&self) -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "path": {"type": "string", "description": "Absolute path to the file."},
+                "offset": {"type": "integer", "minimum": 1, "description": "1-indexed line to start from. Use with limit for large files."},
+                "limit": {"type": "integer", "minimum": 1, "description": "Max lines to return. Default 2000."}
+            },
+            "required": ["path"]
+        })
+    }
+
+    fn mutates(&self) -> bool {
+        false
+    }
+
+    fn run(&self, ctx: &ToolContext<'_>, args: Value) -> ToolResult {
+        let args: Args = super::parse_args(self.name(), args)?;
+        let path = ctx.workspace.resolve("path", &args.path)?;
+        let shown = path.shown.as_path();
+
+        let meta = match std::fs::metadata(&path.real) {
+            Ok(m) => m,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(suggest::not_found(ctx.workspace, shown).into()),
+            Err(e) => return Err(io_error("read", shown, &e).into()),
+        };
+        if meta.is_dir() {
+            return Err(ToolError::new(
+                ErrorCode::IsDirectory,
+                format!(
+                    "{} is a directory, not a file. To list it use glob, e.g. {{\"pattern\": \"*\", \"path\": \"{}\"}}.",
+                    shown.display(),
+                    shown.display()
+                ),
+            )
+            .into());
+        }
+        if !meta.is_file() {
+            return Err(ToolError::new(
+                ErrorCode::Io,
+                format!("{} is not a regular file (a device, socket or pipe); read only reads regular files.", shown.display()),
+            )
+            .into());
+        }
+
+        let mut file = File::open(&path.real).map_err(|e| io_error("read", shown, &e))?;
+        let head = fsutil::read_head(&mut file).map_err(|e| io_error("read", shown, &e))?;
+        if let Some(kind) = fsutil::sniff_binary(&head) {
+            return Err(binary_error(shown, kind, &head, meta.len()).into());
+        }
+
+        let explicit_range = args.offset.is_some() || args.limit.is_some();
+        let max = ctx.config.read.max_file_bytes;
+        if meta.len() > max && !explicit_range {
+            return Err(ToolError::new(
+                ErrorCode::TooLarge,
+                format!(
+                    "{} is {}, over the {} limit for reading a whole file. Read a range instead, e.g. {{\"path\": \"{}\", \"offset\": 1, \"limit\": 200}}, or use grep to find the lines you need first.",
+                    shown.display(),
+                    human_bytes(meta.len()),
+                    human_bytes(max),
+                    shown.display()
+                ),
+            )
+            .into());
+        }
+
+        let offset = args.offset.unwrap_or(1);
+        let limit = args.limit.unwrap_or(DEFAULT_LIMIT);
+        let mut reader = BufReader::with_capacity(64 * 1024, std::io::Cursor::new(head).chain(file));
+        let scan = scan(&mut reader, offset, limit, ctx.config.read.max_output_chars).map_err(|e| io_error("read", shown, &e))?;
+
+        if scan.total_lines > 0 && offset > scan.total_lines {
+            return Err(ToolError::new(
+                ErrorCode::OffsetOutOfRange,
+                format!(
+                    "offset {offset} is past the end of {}, which has {} lines. Use an offset from 1 to {}.",
+                    shown.display(),
+                    scan.total_lines,
+                    scan.total_lines
+                ),
+            )
+            .with_file(FileIdentity::new(shown, scan.sha256.clone()))
+            .into());
+        }
+
+        let rec = ReadRecord {
+            sha256: scan.sha256.clone(),
+            size: scan.size,
+            mtime_ns: fsutil::mtime_ns(&meta),
+            total_lines: scan.total_lines,
+            lines_seen: scan.shown_range().into_iter().collect(),
+        };
+        ctx.session.record_read(&path.real, &rec).map_err(ToolFailure::Internal)?;
+
+        let (text, truncated) = render(shown, &scan, offset, args.limit.is_some());
+        Ok(ToolOutput { text, mutated: false, truncated, file: Some(FileIdentity::new(shown, scan.sha256)) })
+    }
+}
+
+/// What one pass over the file found.
+struct Scan {
+    sha256: String,
+    size: u64,
+    total_lines: u64,
+    /// The lines delivered, already numbered and cut.
+    body: String,
+    first_shown: u64,
+    /// Lines delivered (0 when none).
+    shown: u64,
+    /// Stopped before `limit` because the output reached the character budget.
+    hit_char_cap: bool,
+    crlf_lines: u64,
+    lf_lines: u64,
+    /// First delivered line that is not valid UTF-8.
+    first_invalid_utf8: Option<u64>,
+    lines_cut: u64,
+}
+
+impl Scan {
+    fn shown_range(&self) -> Option<(u64, u64)> {
+        (self.shown > 0).then(|| (self.first_shown, self.first_shown + self.shown - 1))
+    }
+}
+
+/// Stream the file once: hash every byte, count every line, keep only the requested lines.
+/// Memory stays bounded by the output budget whatever the file's size.
+fn scan(reader: &mut impl std::io::BufRead, offset: u64, limit: u64, max_chars: usize) -> std::io::Result<Scan> {
+    let mut hasher = Sha256::new();
+    let mut s = Scan {
+        sha256: String::new(),
+        size: 0,
+        total_lines: 0,
+        body: String::new(),
+        first_shown: offset,
+        shown: 0,
+        hit_char_cap: false,
+        crlf_lines: 0,
+        lf_lines: 0,
+        first_invalid_utf8: None,
+        lines_cut: 0,
+    };
+    let last_wanted = offset.saturating_add(limit - 1);
+    let mut line = Vec::new();
+    // Phase 1: line by line, until the requested range is delivered.
+    loop {
+        line.clear();
+        let n = reader.read_until(b'\n', &mut line)?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&line);
+        s.size += n as u64;
+        s.total_lines += 1;
+        let no = s.total_lines;
+        let mut content = line.as_slice();
+        if let Some(rest) = content.strip_suffix(b"\n") {
+            content = rest;
+            if let Some(rest) = content.strip_suffix(b"\r") {
+                content = rest;
+                s.crlf_lines += 1;
+            } else {
+                s.lf_lines += 1;
+            }
+        }
+        if no >= offset && !s.hit_char_cap {
+            let text = String::from_utf8_lossy(content);
+            if matches!(text, std::borrow::Cow::Owned(_)) && s.first_invalid_utf8.is_none() {
+                s.first_invalid_utf8 = Some(no);
+            }
+            let (text, cut) = cut_line(&text);
+            let entry = format!("{no}\t{text}\n");
+            if s.shown > 0 && s.body.len() + entry.len() > max_chars {
+                s.hit_char_cap = true;
+            } else {
+                s.lines_cut += u64::from(cut);
+                s.body.push_str(&entry);
+                s.shown += 1;
+            }
+        }
+        if no >= last_wanted || s.hit_char_cap {
+            break;
+        }
+    }
+    // Phase 2: the rest only needs hashing and counting; do it in big chunks.
+    let mut last_byte = line.last().copied();
+    let mut buf = vec![0u8; 256 * 1024];
+    let mut rest_bytes = 0u64;
+    loop {
+        let n = reader.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        let chunk = &buf[..n];
+        hasher.update(chunk);
+        rest_bytes += n as u64;
+        for (i, &b) in chunk.iter().enumerate() {
+            if b == b'\n' {
+                s.total_lines += 1;
+                if (i > 0 && chunk[i - 1] == b'\r') || (i == 0 && last_byte == Some(b'\r')) {
+                    s.crlf_lines += 1;
+                } else {
+                    s.lf_lines += 1;
+                }
+            }
+        }
+        last_byte = chunk.last().copied();
+    }
+    if rest_bytes > 0 && last_byte != Some(b'\n') {
+        s.total_lines += 1;
+    }
+    s.size += rest_bytes;
+    s.sha256 = fsutil::hex(&hasher.finalize());
+    Ok(s)
+}
+
+fn cut_line(text: &str) -> (std::borrow::Cow<'_, str>, bool) {
+    match text.char_indices().nth(MAX_LINE_CHARS) {
+        Some((at, _)) => (format!("{}{LINE_CUT_MARKER}", &text[..at]).into(), true),
+        None => (text.into(), false),
+    }
+}
+
+fn render(shown: &Path, s: &Scan, offset: u64, limit_given: bool) -> (String, bool) {
+    let total = s.total_lines;
+    let hash = fsutil::short(&s.sha256);
+    let lines = if total == 1 { "1 line".to_string() } else { format!("{total} lines") };
+    if total == 0 {
+        return (format!("[read {} · sha256 {hash} · 0 lines · full]\n{EMPTY_MARKER}\n", shown.display()), false);
+    }
+    let (first, last) = s.shown_range().unwrap_or((offset, offset));
+    let reached_end = last >= total;
+    // Cut short of what was asked: by the output budget, or by the default limit (a limit
+    // the model chose itself is a range, not a truncation).
+    let truncated = s.hit_char_cap || (!reached_end && !limit_given);
+    let mode = if first == 1 && reached_end {
+        "full".to_string()
+    } else if truncated {
+        format!("truncated: lines {first}-{last}")
+    } else {
+        format!("range {first}-{last}")
+    };
+    let mut out = format!("[read {} · sha256 {hash} · {lines} · {mode}]\n", shown.display());
+    if s.crlf_lines > 0 {
+        let note = if s.lf_lines > 0 {
+            format!("mixed line endings ({} CRLF, {} LF); CR is not shown", s.crlf_lines, s.lf_lines)
+        } else {
+            "CRLF line endings; CR is not shown. edit matches bytes exactly: write \\r\\n in old_string and new_string".to_string()
+        };
+        out.push_str(&format!("[note: {note}]\n"));
+    }
+    if let Some(at) = s.first_invalid_utf8 {
+        out.push_str(&format!(
+            "[note: not valid UTF-8 from line {at}: invalid bytes are shown as U+FFFD; edit refuses this file, use write or bash to change it]\n"
+        ));
+    }
+    if s.lines_cut > 0 {
+        out.push_str(&format!("[note: {} lines longer than {MAX_LINE_CHARS} characters were cut, marked {LINE_CUT_MARKER}]\n", s.lines_cut));
+    }
+    out.push_str(&s.body);
+    if truncated {
+        let why = if s.hit_char_cap { " (the output size limit was reached)" } else { "" };
+        out.push_str(&format!(
+            "[truncated: showing lines {first}-{last} of {total}{why}. Use offset/limit to read more: the next offset is {}.]\n",
+            last + 1
+        ));
+    }
+    (out, truncated)
+}
+
+fn binary_error(shown: &Path, kind: &str, head: &[u8], size: u64) -> ToolError {
+    let dims = image_dimensions(head).map(|(w, h)| format!(", {w}x{h} pixels")).unwrap_or_default();
+    let what = if kind.ends_with("image") || kind.starts_with("PDF") {
+        "read returns text only and cannot show images or documents to this model"
+    } else {
+        "read returns text only and does not dump binary bytes"
+    };
+    ToolError::new(
+        ErrorCode::BinaryFile,
+        format!(
+            "{} is a binary file: {kind}{dims}, {}. {what}. To inspect it, use bash (e.g. `file`, `xxd | head`), or read the text file it was built from.",
+            shown.display(),
+            human_bytes(size)
+        ),
+    )
+}
+
+fn image_dimensions(head: &[u8]) -> Option<(u32, u32)> {
+    if head.starts_with(b"\x89PNG\r\n\x1a\n") && head.len() >= 24 {
+        let be = |i: usize| u32::from_be_bytes([head[i], head[i + 1], head[i + 2], head[i + 3]]);
+        return Some((be(16), be(20)));
+    }
+    if head.starts_with(b"GIF8") && head.len() >= 10 {
+        let le = |i: usize| u32::from(u16::from_le_bytes([head[i], head[i + 1]]));
+        return Some((le(6), le(8)));
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scan_str(s: &str, offset: u64, limit: u64) -> Scan {
+        scan(&mut std::io::Cursor::new(s.as_bytes().to_vec()), offset, limit, 100_000).unwrap()
+    }
+
+    #[test]
+    fn counts_and_hashes_whole_file_even_for_a_range() {
+        let s = scan_str("a\nb\nc\nd", 2, 1);
+        assert_eq!(s.total_lines, 4);
+        assert_eq!(s.body, "2\tb\n");
+        assert_eq!(s.sha256, fsutil::sha256_hex(b"a\nb\nc\nd"));
+        assert_eq!(s.size, 7);
+    }
+
+    #[test]
+    fn crlf_across_chunks_is_counted() {
+        let s = scan_str("a\r\nb\r\nc\r\n", 1, 1);
+        assert_eq!((s.crlf_lines, s.lf_lines, s.total_lines), (3, 0, 3));
+    }
+
+    #[test]
+    fn long_lines_are_cut_on_char_boundaries() {
+        let line = "é".repeat(MAX_LINE_CHARS + 5);
+        let (cut, was) = cut_line(&line);
+        assert!(was);
+        assert!(cut.ends_with(LINE_CUT_MARKER));
+        assert_eq!(cut.chars().count(), MAX_LINE_CHARS + LINE_CUT_MARKER.len());
+    }
+
+    #[test]
+    fn char_budget_stops_early() {
+        let text: String = (0..100).map(|i| format!("line {i}\n")).collect();
+        let s = scan(&mut std::io::Cursor::new(text.into_bytes()), 1, 2000, 50).unwrap();
+        assert!(s.hit_char_cap);
+        assert!(s.shown < 10);
+        assert_eq!(s.total_lines, 100);
+    }
+}

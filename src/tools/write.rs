@@ -1,0 +1,216 @@
+//! `write`: create a file or replace it whole, atomically.
+//!
+//! Overwriting needs a prior read of the current version in this session, so the model never
+//! destroys content it has not seen. Missing parent directories are created only when the
+//! operator enabled `write.create_parent_dirs`.
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::fsutil::{self, FileIdentity};
+use super::{ErrorCode, Tool, ToolContext, ToolError, ToolFailure, ToolOutput, ToolResult, io_error};
+use crate::store::{ReadRecord, Session};
+
+pub struct Write;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Args {
+    path: String,
+    content: String,
+}
+
+impl Tool for Write {
+    fn name(&self) -> &'static str {
+        "write"
+    }
+
+    fn description(&self) -> &'static str {
+        "Write content to a file, creating it or overwriting it entirely. For modifying part of an existing file, use `edit` instead — it is safer and cheaper. Overwriting an existing file requires a prior read of it in this session. The parent directory must already exist."
+    }
+
+    fn input_schema(&self) -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "path": {"type": "string", "description": "Absolute path."},
+                "content": {"type": "string", "description": "Complete file content."}
+            },
+            "required": ["path", "content"]
+        })
+    }
+
+    fn mutates(&self) -> bool {
+        true
+    }
+
+    fn run(&self, ctx: &ToolContext<'_>, args: Value) -> ToolResult {
+        let args: Args = super::parse_args(self.name(), args)?;
+        let path = ctx.workspace.resolve("path", &args.path)?;
+        let shown = path.shown.as_path();
+        let real = path.real.as_path();
+        let new = args.content.as_bytes();
+
+        let previous = match std::fs::metadata(real) {
+            Ok(m) if m.is_dir() => {
+                return Err(ToolError::new(
+                    ErrorCode::IsDirectory,
+                    format!("{} is a directory; write replaces files only. Choose a file path inside it, e.g. {}.", shown.display(), shown.join("new_file.txt").display()),
+                )
+                .into());
+            }
+            Ok(_) => Some(check_overwrite(ctx.session, shown, real)?),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => return Err(io_error("write", shown, &e).into()),
+        };
+
+        if let Some(old) = &previous
+            && old.as_slice() == new
+        {
+            let sha = fsutil::sha256_hex(new);
+            return Ok(ToolOutput {
+                text: format!(
+                    "Unchanged: {} already has exactly this content ({} bytes, sha256 {}); nothing was written.",
+                    shown.display(),
+                    new.len(),
+                    fsutil::short(&sha)
+                ),
+                mutated: false,
+                truncated: false,
+                file: Some(FileIdentity::new(shown, sha)),
+            });
+        }
+
+        let created_dirs = if previous.is_none() { ensure_parent(ctx, shown, real)? } else { Vec::new() };
+        let mode = fsutil::mode_for(real, ctx.config.write.mode());
+        if let Err(e) = fsutil::atomic_write(real, new, mode) {
+            let mut err = io_error("write", shown, &e);
+            if !created_dirs.is_empty() {
+                err.mutated = true;
+                err.message.push_str(&format!(" The file was not written, but these directories were created: {}.", list(&created_dirs)));
+            }
+            return Err(err.into());
+        }
+
+        let sha = fsutil::sha256_hex(new);
+        let lines = fsutil::line_count(new) as u64;
+        record_written(ctx.session, real, new, &sha).map_err(ToolFailure::Internal)?;
+
+        let lines_word = if lines == 1 { "line" } else { "lines" };
+        let mut text = match &previous {
+            None => format!("Created {} ({} bytes, {lines} {lines_word}, mode {mode:04o}, sha256 {}).", shown.display(), new.len(), fsutil::short(&sha)),
+            Some(old) => format!(
+                "Overwrote {} ({} bytes, {lines} {lines_word}; it had {} bytes, {} lines; sha256 {}).",
+                shown.display(),
+                new.len(),
+                old.len(),
+                fsutil::line_count(old),
+                fsutil::short(&sha)
+            ),
+        };
+        if !created_dirs.is_empty() {
+            text.push_str(&format!(" Created directories: {}.", list(&created_dirs)));
+        }
+        Ok(ToolOutput { text, mutated: true, truncated: false, file: Some(FileIdentity::new(shown, sha)) })
+    }
+}
+
+/// Overwrite is allowed only over the version this session last read. Returns the current
+/// content.
+fn check_overwrite(session: &Session<'_>, shown: &Path, real: &Path) -> Result<Vec<u8>, ToolFailure> {
+    let current = std::fs::read(real).map_err(|e| io_error("read", shown, &e))?;
+    let sha = fsutil::sha256_hex(&current);
+    let ident = FileIdentity::new(shown, sha.clone());
+    match session.last_read(real).map_err(ToolFailure::Internal)? {
+        None => {
+            let binary = fsutil::sniff_binary(&current[..current.len().min(fsutil::SNIFF_BYTES)]);
+            let hint = match binary {
+                Some(kind) => format!(
+                    " It is a binary file ({kind}), which read cannot show: if you mean to replace it, remove it first with bash (`rm {}`), then write.",
+                    shown.display()
+                ),
+                None => format!(" Read it first ({{\"path\": \"{}\"}}), then write again — or use edit to change only part of it.", shown.display()),
+            };
+            Err(ToolError::new(
+                ErrorCode::NotRead,
+                format!(
+                    "{} already exists ({} bytes) and has not been read in this session, so overwriting it would destroy content you have not seen.{hint}",
+                    shown.display(),
+                    current.len()
+                ),
+            )
+            .with_file(ident)
+            .into())
+        }
+        Some(rec) if rec.sha256 != sha => Err(ToolError::new(
+            ErrorCode::StaleRead,
+            format!(
+                "{} changed since you last read it (you read sha256 {}, it is now sha256 {}). Read it again and base the new content on what is there now.",
+                shown.display(),
+                fsutil::short(&rec.sha256),
+                fsutil::short(&sha)
+            ),
+        )
+        .with_file(ident)
+        .into()),
+        Some(_) => Ok(current),
+    }
+}
+
+/// Make sure the parent directory exists, creating it when the operator allows. Returns the
+/// directories created.
+fn ensure_parent(ctx: &ToolContext<'_>, shown: &Path, real: &Path) -> Result<Vec<PathBuf>, ToolFailure> {
+    let Some(parent) = real.parent() else { return Ok(Vec::new()) };
+    let shown_parent = shown.parent().unwrap_or(shown);
+    match std::fs::metadata(parent) {
+        Ok(m) if m.is_dir() => return Ok(Vec::new()),
+        Ok(_) => {
+            return Err(ToolError::new(
+                ErrorCode::NotADirectory,
+                format!("cannot create {}: {} is a file, not a directory.", shown.display(), shown_parent.display()),
+            )
+            .into());
+        }
+        Err(_) => {}
+    }
+    if !ctx.config.write.create_parent_dirs {
+        let missing = parent.ancestors().take_while(|a| !a.exists()).last().unwrap_or(parent);
+        return Err(ToolError::new(
+            ErrorCode::ParentMissing,
+            format!(
+                "cannot create {}: its directory {} does not exist ({} is the first missing one). write does not create directories unless the operator enables `write.create_parent_dirs`. Create it first (bash: `mkdir -p {}`), or write into an existing directory.",
+                shown.display(),
+                shown_parent.display(),
+                missing.display(),
+                shown_parent.display()
+            ),
+        )
+        .into());
+    }
+    let created: Vec<PathBuf> = parent.ancestors().take_while(|a| !a.exists()).map(Path::to_path_buf).collect();
+    std::fs::create_dir_all(parent).map_err(|e| io_error("create the directory for", shown, &e))?;
+    Ok(created.into_iter().rev().collect())
+}
+
+/// After a write the model knows the whole content: record it as read, so the next edit or
+/// write of this version is allowed.
+pub(crate) fn record_written(session: &Session<'_>, real: &Path, content: &[u8], sha: &str) -> anyhow::Result<()> {
+    let meta = std::fs::metadata(real)?;
+    let total = fsutil::line_count(content) as u64;
+    session.record_read(
+        real,
+        &ReadRecord {
+            sha256: sha.to_string(),
+            size: content.len() as u64,
+            mtime_ns: fsutil::mtime_ns(&meta),
+            total_lines: total,
+            lines_seen: if total > 0 { vec![(1, total)] } else { Vec::new() },
+        },
+    )
+}
+
+fn list(paths: &[PathBuf]) -> String {
+    paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
+}
