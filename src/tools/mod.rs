@@ -277,6 +277,10 @@ pub(crate) fn io_error(action: &str, path: &Path, err: &std::io::Error) -> ToolE
             ErrorCode::NotFound,
             format!("cannot {action} {p}: it no longer exists (it was removed while the call ran). Use glob to see what is there now."),
         ),
+        ErrorKind::NotADirectory => ToolError::new(
+            ErrorCode::NotADirectory,
+            format!("cannot {action} {p}: a component of the path is a file, not a directory. Check the path with glob."),
+        ),
         _ => ToolError::new(ErrorCode::Io, format!("cannot {action} {p}: {err}.")),
     }
 }
@@ -299,7 +303,7 @@ pub(crate) fn human_bytes(n: u64) -> String {
     format!("{v:.1} {unit} ({n} bytes)")
 }
 
-/// The canonical form of a path we print: absolute, as resolved at the boundary.
-pub(crate) fn shown(path: &Path) -> String {
-    path.display().to_string()
+/// "1 line", "3 lines".
+pub(crate) fn plural(n: u64, one: &str, many: &str) -> String {
+    if n == 1 { format!("1 {one}") } else { format!("{n} {many}") }
 }

@@ -268,7 +268,7 @@ fn cut_line(text: &str) -> (std::borrow::Cow<'_, str>, bool) {
 fn render(shown: &Path, s: &Scan, offset: u64, limit_given: bool) -> (String, bool) {
     let total = s.total_lines;
     let hash = fsutil::short(&s.sha256);
-    let lines = if total == 1 { "1 line".to_string() } else { format!("{total} lines") };
+    let lines = super::plural(total, "line", "lines");
     if total == 0 {
         return (format!("[read {} · sha256 {hash} · 0 lines · full]\n{EMPTY_MARKER}\n", shown.display()), false);
     }
@@ -299,7 +299,10 @@ fn render(shown: &Path, s: &Scan, offset: u64, limit_given: bool) -> (String, bo
         ));
     }
     if s.lines_cut > 0 {
-        out.push_str(&format!("[note: {} lines longer than {MAX_LINE_CHARS} characters were cut, marked {LINE_CUT_MARKER}]\n", s.lines_cut));
+        out.push_str(&format!(
+            "[note: {} longer than {MAX_LINE_CHARS} characters cut, marked {LINE_CUT_MARKER}]\n",
+            super::plural(s.lines_cut, "line", "lines")
+        ));
     }
     out.push_str(&s.body);
     if truncated {

@@ -62,7 +62,8 @@ impl Tool for Write {
                 .into());
             }
             Ok(_) => Some(check_overwrite(ctx.session, shown, real)?),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            // Not there yet, or a parent is a file (ensure_parent says which).
+            Err(e) if matches!(e.kind(), std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory) => None,
             Err(e) => return Err(io_error("write", shown, &e).into()),
         };
 
@@ -98,15 +99,15 @@ impl Tool for Write {
         let lines = fsutil::line_count(new) as u64;
         record_written(ctx.session, real, new, &sha).map_err(ToolFailure::Internal)?;
 
-        let lines_word = if lines == 1 { "line" } else { "lines" };
+        let lines = super::plural(lines, "line", "lines");
         let mut text = match &previous {
-            None => format!("Created {} ({} bytes, {lines} {lines_word}, mode {mode:04o}, sha256 {}).", shown.display(), new.len(), fsutil::short(&sha)),
+            None => format!("Created {} ({} bytes, {lines}, mode {mode:04o}, sha256 {}).", shown.display(), new.len(), fsutil::short(&sha)),
             Some(old) => format!(
-                "Overwrote {} ({} bytes, {lines} {lines_word}; it had {} bytes, {} lines; sha256 {}).",
+                "Overwrote {} ({} bytes, {lines}; it had {} bytes, {}; sha256 {}).",
                 shown.display(),
                 new.len(),
                 old.len(),
-                fsutil::line_count(old),
+                super::plural(fsutil::line_count(old) as u64, "line", "lines"),
                 fsutil::short(&sha)
             ),
         };

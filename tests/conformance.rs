@@ -1,0 +1,36 @@
+//! Runs every case folder under conformance/cases. `ABHED_BLESS=1` rewrites the snapshots.
+//! A filter argument (`cargo test --test conformance -- edit`) narrows the cases.
+
+use std::path::Path;
+
+fn main() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("conformance/cases");
+    let bless = std::env::var_os("ABHED_BLESS").is_some_and(|v| v != "0");
+    let filter: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with('-')).collect();
+    let cases = abhed::conformance::discover(&root).expect("cannot load the conformance cases");
+    let (mut passed, mut failed) = (0usize, 0usize);
+    for case in cases.iter().filter(|c| filter.is_empty() || filter.iter().any(|f| c.name.contains(f.as_str()))) {
+        match abhed::conformance::run_case(case, bless) {
+            Ok(r) if r.failures.is_empty() => {
+                passed += 1;
+                println!("ok   {}{}", r.name, if r.blessed { " (blessed)" } else { "" });
+            }
+            Ok(r) => {
+                failed += 1;
+                println!("FAIL {} — {}", r.name, case.spec.description);
+                for f in &r.failures {
+                    println!("     {}", f.replace('\n', "\n     "));
+                }
+            }
+            Err(e) => {
+                failed += 1;
+                println!("FAIL {}: the case could not run: {e:#}", case.name);
+            }
+        }
+    }
+    println!("\nconformance: {passed} passed, {failed} failed");
+    assert!(passed + failed > 0 || !filter.is_empty(), "no conformance cases found under {}", root.display());
+    if failed > 0 {
+        std::process::exit(1);
+    }
+}
