@@ -102,7 +102,9 @@ impl Config {
                 bail!(
                     "{}: `workspace.extra_roots` is only honoured in the user config ({}), so that a repository cannot widen its own access; move it there",
                     ws_path.display(),
-                    user_config_path().map(|p| p.display().to_string()).unwrap_or_else(|| "~/.config/abhed/config.toml".into())
+                    user_config_path()
+                        .map(|p| p.display().to_string())
+                        .unwrap_or_else(|| "~/.config/abhed/config.toml".into())
                 );
             }
             from_table(ws.clone(), ws_path)?;
@@ -133,9 +135,14 @@ fn read_table(path: &Path) -> Result<toml::Table> {
 }
 
 fn from_table(table: toml::Table, path: &Path) -> Result<Config> {
-    let cfg: Config = toml::Value::Table(table).try_into().with_context(|| format!("invalid config {}", path.display()))?;
+    let cfg: Config =
+        toml::Value::Table(table).try_into().with_context(|| format!("invalid config {}", path.display()))?;
     if parse_mode(&cfg.write.file_mode).is_none() {
-        bail!("invalid config {}: write.file_mode {:?} is not an octal mode like \"0644\"", path.display(), cfg.write.file_mode);
+        bail!(
+            "invalid config {}: write.file_mode {:?} is not an octal mode like \"0644\"",
+            path.display(),
+            cfg.write.file_mode
+        );
     }
     Ok(cfg)
 }
@@ -154,7 +161,8 @@ mod tests {
     fn workspace_overrides_key_by_key() {
         let user: toml::Table = "[write]\nfile_mode = \"0600\"\n[workspace]\nignore = [\"*.log\"]".parse().unwrap();
         let ws: toml::Table = "[write]\ncreate_parent_dirs = true\n[workspace]\nignore = [\"*.tmp\"]".parse().unwrap();
-        let cfg = Config::layered(Some((user, PathBuf::from("/u.toml"))), Some(ws), Path::new("/w/abhed.toml")).unwrap();
+        let cfg =
+            Config::layered(Some((user, PathBuf::from("/u.toml"))), Some(ws), Path::new("/w/abhed.toml")).unwrap();
         assert_eq!(cfg.write.mode(), 0o600);
         assert!(cfg.write.create_parent_dirs);
         assert_eq!(cfg.workspace.ignore, vec!["*.log", "*.tmp"]);

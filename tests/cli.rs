@@ -1,6 +1,9 @@
 //! `abhed tool` end to end, as a script or a person runs it: exit statuses, the JSON envelope,
 //! sessions shared across invocations, and files too big to load.
 
+// Test code: a failed unwrap is a failed test.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -41,8 +44,9 @@ impl Env {
         let mut argv = vec!["tool", name, args, "--format", "json"];
         argv.extend_from_slice(extra);
         let out = self.cmd(&argv);
-        let v: Value = serde_json::from_slice(&out.stdout)
-            .unwrap_or_else(|e| panic!("not JSON ({e}): {}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)));
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+            panic!("not JSON ({e}): {}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+        });
         (out.status.code().unwrap(), v)
     }
 }
@@ -58,7 +62,8 @@ fn envelope_has_the_stable_fields() {
     std::fs::write(env.ws.join("a.txt"), "hello\n").unwrap();
     let (code, v) = env.json("read", &args(&[("path", env.path("a.txt").into())]), &[]);
     assert_eq!(code, 0);
-    for key in ["format_version", "tool", "ok", "output", "error", "mutated", "truncated", "session", "path", "sha256"] {
+    for key in ["format_version", "tool", "ok", "output", "error", "mutated", "truncated", "session", "path", "sha256"]
+    {
         assert!(v.get(key).is_some(), "missing {key} in {v}");
     }
     assert_eq!(v["tool"], "read");
@@ -131,7 +136,11 @@ fn a_session_is_shared_across_invocations_and_every_call_is_on_record() {
     let session = v["session"].as_str().unwrap().to_string();
     assert_eq!((v["action_seq"].as_i64(), v["observation_seq"].as_i64()), (Some(1), Some(2)));
 
-    let (code, v) = env.json("write", &args(&[("path", target.clone().into()), ("content", "new\n".into())]), &["--session", &session]);
+    let (code, v) = env.json(
+        "write",
+        &args(&[("path", target.clone().into()), ("content", "new\n".into())]),
+        &["--session", &session],
+    );
     assert_eq!(code, 0, "{v}");
     assert_eq!(v["mutated"], true);
     assert_eq!(v["session"], session.as_str());
@@ -159,7 +168,8 @@ fn an_outside_change_after_a_read_makes_write_stale() {
     let (_, v) = env.json("read", &args(&[("path", target.clone().into())]), &[]);
     let session = v["session"].as_str().unwrap().to_string();
     std::fs::write(env.ws.join("a.txt"), "v2 from someone else\n").unwrap();
-    let (code, v) = env.json("write", &args(&[("path", target.into()), ("content", "mine\n".into())]), &["--session", &session]);
+    let (code, v) =
+        env.json("write", &args(&[("path", target.into()), ("content", "mine\n".into())]), &["--session", &session]);
     assert_eq!((code, v["error"]["code"].as_str()), (1, Some("stale_read")), "{v}");
     assert_eq!(v["sha256"], sha256_of(&env.ws.join("a.txt")), "the error names the current identity");
     assert_eq!(std::fs::read_to_string(env.ws.join("a.txt")).unwrap(), "v2 from someone else\n");
@@ -204,7 +214,11 @@ fn a_huge_file_is_streamed_not_loaded() {
     assert!(v["output"].as_str().unwrap().contains("GiB"));
 
     let before = max_rss_children_kib();
-    let (code, v) = env.json("read", &args(&[("path", env.path("huge.log").into()), ("offset", 5_000_000.into()), ("limit", 3.into())]), &[]);
+    let (code, v) = env.json(
+        "read",
+        &args(&[("path", env.path("huge.log").into()), ("offset", 5_000_000.into()), ("limit", 3.into())]),
+        &[],
+    );
     let peak = max_rss_children_kib();
     assert_eq!(code, 0, "{v}");
     let out = v["output"].as_str().unwrap();

@@ -1,6 +1,9 @@
 //! Runs every case folder under conformance/cases. `ABHED_BLESS=1` rewrites the snapshots.
 //! A filter argument (`cargo test --test conformance -- edit`) narrows the cases.
 
+// Test code: a failed unwrap is a failed test.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::path::Path;
 
 fn main() {

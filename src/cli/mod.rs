@@ -20,7 +20,12 @@ pub mod exit {
 }
 
 #[derive(Parser)]
-#[command(name = "abhed", version, about = "An offline coding agent driven by a local model", arg_required_else_help = true)]
+#[command(
+    name = "abhed",
+    version,
+    about = "An offline coding agent driven by a local model",
+    arg_required_else_help = true
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

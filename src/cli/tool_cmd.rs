@@ -55,13 +55,22 @@ pub fn run(a: ToolArgs) -> Result<u8, Failure> {
     }
     let name = a.name.unwrap_or_default();
     if registry.get(&name).is_none() {
-        return Err(Failure::usage(format!("there is no tool named `{name}`; the tools are: {}", registry.names().join(", "))));
+        return Err(Failure::usage(format!(
+            "there is no tool named `{name}`; the tools are: {}",
+            registry.names().join(", ")
+        )));
     }
     let raw_args = match a.args.as_deref() {
-        None => return Err(Failure::usage(format!("give the arguments of `{name}` as a JSON object, e.g. abhed tool {name} '{{...}}' (abhed tool --list shows the schemas)"))),
+        None => {
+            return Err(Failure::usage(format!(
+                "give the arguments of `{name}` as a JSON object, e.g. abhed tool {name} '{{...}}' (abhed tool --list shows the schemas)"
+            )));
+        }
         Some("-") => {
             let mut s = String::new();
-            std::io::stdin().read_to_string(&mut s).map_err(|e| Failure::usage(format!("cannot read the arguments from stdin: {e}")))?;
+            std::io::stdin()
+                .read_to_string(&mut s)
+                .map_err(|e| Failure::usage(format!("cannot read the arguments from stdin: {e}")))?;
             s
         }
         Some(s) => s.to_string(),
@@ -70,10 +79,12 @@ pub fn run(a: ToolArgs) -> Result<u8, Failure> {
     let store_path = Store::default_path().map_err(|e| Failure::internal(&e))?;
     let store = Store::open(&store_path).map_err(|e| Failure::internal(&e))?;
     let session = match &a.session {
-        Some(id) => store
-            .open_session(id)
-            .map_err(|e| Failure::internal(&e))?
-            .ok_or_else(|| Failure::usage(format!("no session `{id}` in {}; omit --session to start a new one", store.path().display())))?,
+        Some(id) => store.open_session(id).map_err(|e| Failure::internal(&e))?.ok_or_else(|| {
+            Failure::usage(format!(
+                "no session `{id}` in {}; omit --session to start a new one",
+                store.path().display()
+            ))
+        })?,
         None => {
             let ws = workspace_dir(a.workspace.clone(), None)?;
             store.create_session(&ws).map_err(|e| Failure::internal(&e))?
@@ -128,7 +139,9 @@ fn workspace_dir(flag: Option<PathBuf>, session_ws: Option<PathBuf>) -> Result<P
     let dir = match (flag, session_ws) {
         (Some(d), _) => d,
         (None, Some(s)) => s,
-        (None, None) => std::env::current_dir().map_err(|e| Failure::usage(format!("cannot read the current directory: {e}")))?,
+        (None, None) => {
+            std::env::current_dir().map_err(|e| Failure::usage(format!("cannot read the current directory: {e}")))?
+        }
     };
     if !dir.is_dir() {
         return Err(Failure::usage(format!("workspace {} is not a directory", dir.display())));

@@ -108,7 +108,8 @@ pub fn discover(root: &Path) -> Result<Vec<Case>> {
             if !toml_path.exists() {
                 continue;
             }
-            let text = std::fs::read_to_string(&toml_path).with_context(|| format!("cannot read {}", toml_path.display()))?;
+            let text =
+                std::fs::read_to_string(&toml_path).with_context(|| format!("cannot read {}", toml_path.display()))?;
             let spec: CaseSpec = toml::from_str(&text).with_context(|| format!("invalid {}", toml_path.display()))?;
             let name = format!("{}/{}", file_name(&group), file_name(&dir));
             cases.push(Case { name, dir, spec });
@@ -153,7 +154,9 @@ pub fn run_case(case: &Case, bless: bool) -> Result<CaseReport> {
         }
         transcript.push('\n');
         match (&outcome.result, call.expect) {
-            (Ok(_), Expect::Error) => report.failures.push(format!("call {} ({}): expected an error, it succeeded", i + 1, call.tool)),
+            (Ok(_), Expect::Error) => {
+                report.failures.push(format!("call {} ({}): expected an error, it succeeded", i + 1, call.tool))
+            }
             (Err(e), Expect::Ok) => {
                 report.failures.push(format!("call {} ({}): expected success, got [{}]", i + 1, call.tool, e.code))
             }
@@ -161,7 +164,12 @@ pub fn run_case(case: &Case, bless: bool) -> Result<CaseReport> {
                 if let Some(code) = &call.code
                     && code != e.code.as_str()
                 {
-                    report.failures.push(format!("call {} ({}): expected code {code}, got {}", i + 1, call.tool, e.code));
+                    report.failures.push(format!(
+                        "call {} ({}): expected code {code}, got {}",
+                        i + 1,
+                        call.tool,
+                        e.code
+                    ));
                 }
                 if e.mutated {
                     report.failures.push(format!("call {} ({}): an error reported a mutation", i + 1, call.tool));
@@ -173,7 +181,11 @@ pub fn run_case(case: &Case, bless: bool) -> Result<CaseReport> {
     // Every call must be on record, action and observation.
     let events = session.events()?;
     if events.len() != 2 * case.spec.calls.len() {
-        report.failures.push(format!("expected {} events in the store, found {}", 2 * case.spec.calls.len(), events.len()));
+        report.failures.push(format!(
+            "expected {} events in the store, found {}",
+            2 * case.spec.calls.len(),
+            events.len()
+        ));
     }
 
     let final_tree = tree::snapshot(&ws_dir)?;

@@ -75,7 +75,9 @@ pub fn compare(expected: &Tree, actual: &Tree) -> Vec<String> {
             Some(got) if got != want => {
                 let detail = match (want, got) {
                     (Entry::File(a), Entry::File(b)) => match (std::str::from_utf8(a), std::str::from_utf8(b)) {
-                        (Ok(a), Ok(b)) => format!(":\n{}", similar::TextDiff::from_lines(a, b).unified_diff().context_radius(2)),
+                        (Ok(a), Ok(b)) => {
+                            format!(":\n{}", similar::TextDiff::from_lines(a, b).unified_diff().context_radius(2))
+                        }
                         _ => format!(" ({} bytes expected, {} found)", a.len(), b.len()),
                     },
                     _ => format!(": expected {want:?}, found {got:?}"),
@@ -92,7 +94,8 @@ pub fn compare(expected: &Tree, actual: &Tree) -> Vec<String> {
 }
 
 pub fn set_mtime(path: &Path, secs: u64) -> Result<()> {
-    let f = std::fs::File::options().write(true).open(path).with_context(|| format!("cannot open {}", path.display()))?;
+    let f =
+        std::fs::File::options().write(true).open(path).with_context(|| format!("cannot open {}", path.display()))?;
     f.set_modified(UNIX_EPOCH + Duration::from_secs(secs))?;
     Ok(())
 }

@@ -112,7 +112,8 @@ impl Store {
             std::fs::create_dir_all(dir)
                 .with_context(|| format!("cannot create the store directory {}", dir.display()))?;
         }
-        let conn = Connection::open(path).with_context(|| format!("cannot open the session store {}", path.display()))?;
+        let conn =
+            Connection::open(path).with_context(|| format!("cannot open the session store {}", path.display()))?;
         // Several `abhed` processes may share one session: wait for the lock instead of failing.
         conn.busy_timeout(std::time::Duration::from_secs(10))?;
         conn.pragma_update(None, "journal_mode", "WAL")?;
@@ -126,7 +127,8 @@ impl Store {
                 path.display()
             );
         }
-        conn.execute_batch(SCHEMA).with_context(|| format!("cannot initialise the session store {}", path.display()))?;
+        conn.execute_batch(SCHEMA)
+            .with_context(|| format!("cannot initialise the session store {}", path.display()))?;
         conn.pragma_update(None, "user_version", SCHEMA_VERSION)?;
         Ok(Store { conn, path: path.to_path_buf() })
     }
@@ -149,10 +151,8 @@ impl Store {
 
     /// An existing session, or `None` when there is no session with that id.
     pub fn open_session(&self, id: &str) -> Result<Option<Session<'_>>> {
-        let ws: Option<String> = self
-            .conn
-            .query_row("SELECT workspace FROM sessions WHERE id = ?1", [id], |r| r.get(0))
-            .optional()?;
+        let ws: Option<String> =
+            self.conn.query_row("SELECT workspace FROM sessions WHERE id = ?1", [id], |r| r.get(0)).optional()?;
         Ok(ws.map(|w| Session { store: self, id: id.to_string(), workspace: PathBuf::from(w) }))
     }
 }
@@ -211,16 +211,18 @@ impl Session<'_> {
 
     /// Every event of the session, in order.
     pub fn events(&self) -> Result<Vec<StoredEvent>> {
-        let mut stmt = self.store.conn.prepare(
-            "SELECT seq, kind, ts, payload, prev_hash, hash FROM events WHERE session_id = ?1 ORDER BY seq",
-        )?;
+        let mut stmt = self
+            .store
+            .conn
+            .prepare("SELECT seq, kind, ts, payload, prev_hash, hash FROM events WHERE session_id = ?1 ORDER BY seq")?;
         let rows = stmt.query_map([&self.id], |r| {
             Ok((r.get::<_, i64>(0)?, r.get(1)?, r.get(2)?, r.get::<_, String>(3)?, r.get(4)?, r.get(5)?))
         })?;
         let mut out = Vec::new();
         for row in rows {
             let (seq, kind, ts, payload, prev_hash, hash) = row?;
-            let payload = serde_json::from_str(&payload).with_context(|| format!("event {seq} has a corrupt payload"))?;
+            let payload =
+                serde_json::from_str(&payload).with_context(|| format!("event {seq} has a corrupt payload"))?;
             out.push(StoredEvent { session: self.id.clone(), seq, kind, ts, payload, prev_hash, hash });
         }
         Ok(out)
@@ -229,9 +231,10 @@ impl Session<'_> {
     /// Check the hash chain. Returns the sequence number of the first event that does not
     /// verify, or `None` when the whole log is intact.
     pub fn verify_chain(&self) -> Result<Option<i64>> {
-        let mut stmt = self.store.conn.prepare(
-            "SELECT seq, kind, ts, payload, prev_hash, hash FROM events WHERE session_id = ?1 ORDER BY seq",
-        )?;
+        let mut stmt = self
+            .store
+            .conn
+            .prepare("SELECT seq, kind, ts, payload, prev_hash, hash FROM events WHERE session_id = ?1 ORDER BY seq")?;
         let mut rows = stmt.query([&self.id])?;
         let mut prev = GENESIS.to_string();
         while let Some(r) = rows.next()? {

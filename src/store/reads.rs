@@ -101,7 +101,13 @@ mod tests {
         let store = Store::open(&dir.path().join("s.db")).unwrap();
         let s = store.create_session(dir.path()).unwrap();
         let p = dir.path().join("f");
-        let rec = |sha: &str, r| ReadRecord { sha256: sha.into(), size: 1, mtime_ns: 0, total_lines: 100, lines_seen: vec![r] };
+        let rec = |sha: &str, r| ReadRecord {
+            sha256: sha.into(),
+            size: 1,
+            mtime_ns: 0,
+            total_lines: 100,
+            lines_seen: vec![r],
+        };
         s.record_read(&p, &rec("a", (1, 10))).unwrap();
         s.record_read(&p, &rec("a", (11, 20))).unwrap();
         assert_eq!(s.last_read(&p).unwrap().unwrap().lines_seen, vec![(1, 20)]);

@@ -31,11 +31,7 @@ pub fn parse(tool: &str, schema: &Value, raw: &str) -> Result<Value, ToolError> 
 pub fn validate(tool: &str, schema: &Value, value: &Value) -> Result<(), ToolError> {
     let fields = field_list(schema);
     let Some(obj) = value.as_object() else {
-        return Err(invalid(
-            tool,
-            format!("the arguments must be a JSON object, got {}", kind(value)),
-            &fields,
-        ));
+        return Err(invalid(tool, format!("the arguments must be a JSON object, got {}", kind(value)), &fields));
     };
     check_object(tool, "", schema, obj, &fields)
 }
@@ -57,7 +53,9 @@ fn check_object(
         let list = unknown.iter().map(|k| format!("`{prefix}{k}`")).collect::<Vec<_>>().join(", ");
         let hint = unknown
             .iter()
-            .filter_map(|k| closest(k, props.keys().map(String::as_str)).map(|c| format!("`{prefix}{c}` instead of `{prefix}{k}`")))
+            .filter_map(|k| {
+                closest(k, props.keys().map(String::as_str)).map(|c| format!("`{prefix}{c}` instead of `{prefix}{k}`"))
+            })
             .collect::<Vec<_>>();
         let hint = if hint.is_empty() { String::new() } else { format!(" (did you mean {}?)", hint.join(", ")) };
         return Err(invalid(tool, format!("unknown field {list}{hint}"), fields));
@@ -146,13 +144,8 @@ fn invalid(tool: &str, what: String, fields: &str) -> ToolError {
 
 /// "path (string, required), offset (integer), ..." for the top-level properties.
 pub fn field_list(schema: &Value) -> String {
-    let required: Vec<&str> = schema
-        .get("required")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-        .collect();
+    let required: Vec<&str> =
+        schema.get("required").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str).collect();
     let Some(props) = schema.get("properties").and_then(Value::as_object) else {
         return "(none)".to_string();
     };
@@ -171,13 +164,8 @@ pub fn field_list(schema: &Value) -> String {
 
 /// A minimal valid call, for the "not JSON" error.
 fn example(schema: &Value) -> String {
-    let required: Vec<&str> = schema
-        .get("required")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-        .collect();
+    let required: Vec<&str> =
+        schema.get("required").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str).collect();
     let parts: Vec<String> = required.iter().map(|k| format!("\"{k}\": ...")).collect();
     format!("{{{}}}", parts.join(", "))
 }

@@ -3,11 +3,13 @@
 use std::fs::{self, File};
 use std::io::{self, Read as _, Write as _};
 use std::os::unix::fs::PermissionsExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::UNIX_EPOCH;
 
 use serde::Serialize;
 use sha2::{Digest, Sha256};
+
+use super::{ErrorCode, ToolError};
 
 /// The identity of a file's content as the model last saw it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -44,11 +46,7 @@ pub fn hex(bytes: &[u8]) -> String {
 
 /// Modification time in nanoseconds since the epoch (0 when the platform cannot say).
 pub fn mtime_ns(meta: &fs::Metadata) -> i64 {
-    meta.modified()
-        .ok()
-        .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
-        .map(|d| d.as_nanos() as i64)
-        .unwrap_or(0)
+    meta.modified().ok().and_then(|t| t.duration_since(UNIX_EPOCH).ok()).map(|d| d.as_nanos() as i64).unwrap_or(0)
 }
 
 /// Bytes to look at when deciding whether a file is binary.
@@ -100,10 +98,58 @@ pub fn read_head(file: &mut File) -> io::Result<Vec<u8>> {
     Ok(head)
 }
 
+/// Newlines in a byte buffer (SIMD: a byte-by-byte count runs at a fraction of memory speed).
+pub fn count_newlines(bytes: &[u8]) -> usize {
+    memchr::memchr_iter(b'\n', bytes).count()
+}
+
 /// Lines in a byte buffer, counting a final line without a newline.
 pub fn line_count(bytes: &[u8]) -> usize {
-    let newlines = bytes.iter().filter(|&&b| b == b'\n').count();
+    lines_from(count_newlines(bytes), bytes)
+}
+
+/// Lines of a buffer already known to hold `newlines` newlines.
+pub fn lines_from(newlines: usize, bytes: &[u8]) -> usize {
     newlines + usize::from(bytes.last().is_some_and(|&b| b != b'\n'))
+}
+
+/// Make sure the parent directory of a file about to be created exists, creating it when the
+/// operator allows (`write.create_parent_dirs`). Returns the directories created, outermost
+/// first. `tool` names the tool in the message.
+pub fn ensure_parent(tool: &str, create_allowed: bool, shown: &Path, real: &Path) -> Result<Vec<PathBuf>, ToolError> {
+    let Some(parent) = real.parent() else { return Ok(Vec::new()) };
+    let shown_parent = shown.parent().unwrap_or(shown);
+    let not_a_dir =
+        |what: String| ToolError::new(ErrorCode::NotADirectory, format!("cannot create {}: {what}.", shown.display()));
+    match fs::metadata(parent) {
+        Ok(m) if m.is_dir() => return Ok(Vec::new()),
+        Ok(_) => return Err(not_a_dir(format!("{} is a file, not a directory", shown_parent.display()))),
+        Err(e) if e.kind() == io::ErrorKind::NotADirectory => {
+            return Err(not_a_dir(format!("a component of {} is a file, not a directory", shown_parent.display())));
+        }
+        Err(_) => {}
+    }
+    if !create_allowed {
+        let missing = parent.ancestors().take_while(|a| !a.exists()).last().unwrap_or(parent);
+        return Err(ToolError::new(
+            ErrorCode::ParentMissing,
+            format!(
+                "cannot create {}: its directory {} does not exist ({} is the first missing one). {tool} does not create directories unless the operator enables `write.create_parent_dirs`. Create it first (bash: `mkdir -p {}`), or use an existing directory.",
+                shown.display(),
+                shown_parent.display(),
+                missing.display(),
+                shown_parent.display()
+            ),
+        ));
+    }
+    let created: Vec<PathBuf> = parent.ancestors().take_while(|a| !a.exists()).map(Path::to_path_buf).collect();
+    fs::create_dir_all(parent).map_err(|e| super::io_error("create the directory for", shown, &e))?;
+    Ok(created.into_iter().rev().collect())
+}
+
+/// "a, b, c" for paths in messages.
+pub fn list_paths(paths: &[PathBuf]) -> String {
+    paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
 }
 
 /// Write `bytes` to `path` atomically: a temp file in the same directory, fsync, rename over

@@ -1,27 +1,269 @@
-//! glob (skeleton while under construction)
+//! glob: find files by name pattern, newest first.
+//!
+//! The pattern is matched with globset (`*` never crosses `/`) against each file's path
+//! relative to the directory searched, so `*.rs` is the top level and `**/*.rs` the whole tree.
+//! A literal leading directory part of the pattern (`src/` in `src/**/*.rs`, or the whole
+//! directory part of an absolute pattern) becomes the directory walked. The walk is
+//! ripgrep's, shared with grep ([`super::walk`]).
 
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
+use ignore::{DirEntry, WalkState};
+use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{Tool, ToolContext, ToolFailure, ToolResult};
+use super::walk::{self, FileVisitor, Filters, WalkErrors};
+use super::{ErrorCode, Tool, ToolContext, ToolError, ToolOutput, ToolResult, parse_args};
+
+/// The most paths one call returns.
+pub const MAX_RESULTS: usize = 1000;
 
 pub struct Glob;
+
+#[derive(Debug, Deserialize)]
+struct Args {
+    pattern: String,
+    path: Option<String>,
+}
 
 impl Tool for Glob {
     fn name(&self) -> &'static str {
         "glob"
     }
+
     fn description(&self) -> &'static str {
-        "glob"
+        "Find files matching a glob pattern. Returns absolute paths, one per line, sorted by modification time, \
+         newest first (at most 1000). `*` matches within one directory and `**` across directories: *.rs is the \
+         top level only, **/*.rs the whole tree, src/**/*.test.js everything under src. Respects .gitignore and \
+         the operator's ignore list; skips hidden files (unless the pattern names one, e.g. .github/**) and the \
+         node_modules, .git, target, dist and __pycache__ directories (unless the path or the pattern's leading \
+         directories name them). Returns files only, never directories."
     }
+
     fn input_schema(&self) -> Value {
-        json!({"type": "object", "properties": {}, "required": []})
+        json!({
+            "type": "object",
+            "properties": {
+                "pattern": {"type": "string", "description": "Glob, e.g. **/*.ts or src/**/*.test.js"},
+                "path": {"type": "string", "description": "Directory to search from (absolute path). Defaults to workspace root."}
+            },
+            "required": ["pattern"]
+        })
     }
+
     fn mutates(&self) -> bool {
         false
     }
-    fn run(&self, _ctx: &ToolContext<'_>, _args: Value) -> ToolResult {
-        Err(ToolFailure::Internal(anyhow::anyhow!("under construction")))
+
+    fn run(&self, ctx: &ToolContext<'_>, args: Value) -> ToolResult {
+        let args: Args = parse_args("glob", args)?;
+        Ok(glob(ctx, &args)?)
     }
+}
+
+fn glob(ctx: &ToolContext<'_>, args: &Args) -> Result<ToolOutput, ToolError> {
+    let pattern = args.pattern.as_str();
+    if pattern.trim().is_empty() {
+        return Err(ToolError::new(
+            ErrorCode::EmptyPattern,
+            "`pattern` is empty. Give a glob, e.g. {\"pattern\": \"**/*.rs\"} for every Rust file or \
+             {\"pattern\": \"src/**/*.ts\"} for the TypeScript files under src; \"**/*\" lists every file.",
+        ));
+    }
+    // Check the whole pattern first, so that an error quotes what the model wrote.
+    compile(pattern)?;
+
+    let (base, md) = walk::resolve_existing(ctx, args.path.as_deref())?;
+    if !md.is_dir() {
+        let parent = base.shown.parent().unwrap_or(Path::new("/"));
+        return Err(ToolError::new(
+            ErrorCode::NotADirectory,
+            format!(
+                "{} is a file, not a directory: glob searches the files under a directory. Give a directory as \
+                 `path` (this file's directory is {}); to check that a file exists, use read.",
+                base.shown.display(),
+                parent.display()
+            ),
+        ));
+    }
+
+    let split = split_pattern(pattern);
+    let (root_shown, root_real) = match &split.prefix {
+        None => (base.shown.clone(), base.real.clone()),
+        Some(prefix) => {
+            let joined = if prefix.starts_with('/') { PathBuf::from(prefix) } else { base.shown.join(prefix) };
+            let r = ctx.workspace.resolve("pattern", &joined.display().to_string())?;
+            (r.shown, r.real)
+        }
+    };
+    let matcher = compile(&split.rest)?;
+    let filters =
+        Filters { include_hidden: names_hidden(pattern), operator: walk::operator_ignore(ctx)?, overrides: None };
+
+    let mut text = String::new();
+    if !root_real.is_dir() {
+        text.push_str(&format!("[no files matched: {pattern}]\n"));
+        let what = if root_real.exists() { "is not a directory" } else { "does not exist" };
+        text.push_str(&format!(
+            "The pattern's leading directories name {}, which {what}. Use glob with a broader pattern, e.g. \
+             {{\"pattern\": \"**/{}\"}}, to find where such files are.",
+            root_shown.display(),
+            last_component(pattern)
+        ));
+        return Ok(ToolOutput::new(text));
+    }
+
+    let found = search(&root_real, &matcher, &filters, true);
+    let mut errors = WalkErrors::default();
+    let mut files: Vec<(SystemTime, PathBuf)> = Vec::new();
+    for v in found {
+        files.extend(v.found);
+        errors.merge(v.errors);
+    }
+    files.sort_unstable_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+
+    let total = files.len();
+    let mut out = ToolOutput::new(String::new());
+    if total == 0 {
+        text.push_str(&format!("[no files matched: {pattern}]\n"));
+        text.push_str(&no_match_hint(ctx, pattern, &split, &root_shown, &root_real, &filters));
+    } else {
+        for (_, p) in files.iter().take(MAX_RESULTS) {
+            let shown = walk::shown_path(&root_shown, &root_real, p);
+            text.push_str(&shown.to_string_lossy());
+            text.push('\n');
+        }
+        if total > MAX_RESULTS {
+            out.truncated = true;
+            text.push_str(&format!(
+                "[truncated: showing {MAX_RESULTS} of {total} matches, newest first. Narrow the pattern or search a subdirectory with path.]\n"
+            ));
+        }
+    }
+    if let Some(note) = errors.note(&root_shown, &root_real) {
+        if !text.ends_with('\n') {
+            text.push('\n');
+        }
+        text.push_str(&note);
+    }
+    out.text = text.trim_end_matches('\n').to_string();
+    Ok(out)
+}
+
+/// Compile a glob the way matching uses it, or the `invalid_glob` error quoting `pattern`.
+fn compile(pattern: &str) -> Result<GlobSet, ToolError> {
+    let invalid = |reason: String| {
+        ToolError::new(
+            ErrorCode::InvalidGlob,
+            format!(
+                "invalid glob `{pattern}`: {reason}. Glob syntax: `*` matches within one directory, `**` any number \
+                 of directories, `?` one character, `[abc]` one character of a set, `{{a,b}}` either alternative; \
+                 put a literal metacharacter in brackets, e.g. `[[]` or `[*]`. Example: {{\"pattern\": \"src/**/*.rs\"}}."
+            ),
+        )
+    };
+    let glob = GlobBuilder::new(pattern).literal_separator(true).build().map_err(|e| invalid(e.kind().to_string()))?;
+    let mut set = GlobSetBuilder::new();
+    set.add(glob);
+    set.build().map_err(|e| invalid(e.kind().to_string()))
+}
+
+/// A pattern cut at its literal leading directories.
+#[derive(Debug, PartialEq, Eq)]
+struct Split {
+    /// The literal directory part, with its trailing `/` (`src/`, `/ws/src/`), if any.
+    prefix: Option<String>,
+    /// What is matched below it.
+    rest: String,
+}
+
+const META: &[char] = &['*', '?', '[', ']', '{', '}', '\\'];
+
+fn split_pattern(pattern: &str) -> Split {
+    let first_meta = pattern.find(META).unwrap_or(pattern.len());
+    match pattern[..first_meta].rfind('/') {
+        Some(i) => Split { prefix: Some(pattern[..=i].to_string()), rest: pattern[i + 1..].to_string() },
+        None => Split { prefix: None, rest: pattern.to_string() },
+    }
+}
+
+/// Whether the pattern names a hidden file or directory (a component starting with `.`), in
+/// which case hidden entries are walked.
+fn names_hidden(pattern: &str) -> bool {
+    pattern.split('/').any(|c| c.starts_with('.') && c != "." && c != "..")
+}
+
+fn last_component(pattern: &str) -> &str {
+    pattern.rsplit('/').find(|c| !c.is_empty()).unwrap_or("*")
+}
+
+struct GlobVisitor<'a> {
+    root: &'a Path,
+    matcher: &'a GlobSet,
+    /// Whether to read each match's modification time (not needed to count).
+    mtime: bool,
+    found: Vec<(SystemTime, PathBuf)>,
+    errors: WalkErrors,
+}
+
+impl FileVisitor for GlobVisitor<'_> {
+    fn file(&mut self, entry: DirEntry) -> WalkState {
+        let Ok(rel) = entry.path().strip_prefix(self.root) else { return WalkState::Continue };
+        if self.matcher.is_match(rel) {
+            let time = if self.mtime {
+                entry.metadata().ok().and_then(|m| m.modified().ok()).unwrap_or(SystemTime::UNIX_EPOCH)
+            } else {
+                SystemTime::UNIX_EPOCH
+            };
+            self.found.push((time, entry.into_path()));
+        }
+        WalkState::Continue
+    }
+
+    fn error(&mut self, err: ignore::Error) {
+        self.errors.push(err.to_string());
+    }
+}
+
+fn search<'a>(root: &'a Path, matcher: &'a GlobSet, filters: &Filters, mtime: bool) -> Vec<GlobVisitor<'a>> {
+    let builder = walk::builder(root, filters);
+    walk::run(&builder, || GlobVisitor { root, matcher, mtime, found: Vec::new(), errors: WalkErrors::default() })
+}
+
+/// The second line of an empty result: where we looked, what was skipped, and a likely fix.
+fn no_match_hint(
+    ctx: &ToolContext<'_>,
+    pattern: &str,
+    split: &Split,
+    root_shown: &Path,
+    root_real: &Path,
+    filters: &Filters,
+) -> String {
+    let mut hint = format!(
+        "Searched {} (skipping {}).",
+        root_shown.display(),
+        walk::skipped_summary(filters, &ctx.config.workspace.ignore)
+    );
+    if pattern.ends_with('/') {
+        hint.push_str(&format!(" glob returns files, never directories: use {pattern}** for the files under it."));
+    } else if !split.rest.contains("**") {
+        // The same name at any depth below the same base: the usual fix for a `*` that was
+        // meant to cross directories.
+        let below = format!("**/{}", last_component(&split.rest));
+        let recursive = format!("{}{below}", split.prefix.as_deref().unwrap_or(""));
+        if let Ok(m) = compile(&below) {
+            let n: usize = search(root_real, &m, filters, false).iter().map(|v| v.found.len()).sum();
+            if n > 0 {
+                let files = if n == 1 { "file" } else { "files" };
+                hint.push_str(&format!(" `*` does not cross directories; {recursive} matches {n} {files}."));
+            } else {
+                hint.push_str(&format!(" {recursive} matches nothing either."));
+            }
+        }
+    }
+    hint
 }
 
 /// Directories skipped everywhere, whatever .gitignore says.
@@ -29,4 +271,47 @@ pub const BUILTIN_IGNORED: [&str; 5] = ["node_modules", ".git", "target", "dist"
 
 pub fn is_builtin_ignored(name: &std::ffi::OsStr) -> bool {
     BUILTIN_IGNORED.iter().any(|d| name == *d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn split_keeps_literal_leading_directories() {
+        assert_eq!(split_pattern("*.rs"), Split { prefix: None, rest: "*.rs".into() });
+        assert_eq!(split_pattern("**/*.rs"), Split { prefix: None, rest: "**/*.rs".into() });
+        assert_eq!(split_pattern("src/**/*.rs"), Split { prefix: Some("src/".into()), rest: "**/*.rs".into() });
+        assert_eq!(split_pattern("src/a/*.rs"), Split { prefix: Some("src/a/".into()), rest: "*.rs".into() });
+        assert_eq!(split_pattern("/ws/src/*.rs"), Split { prefix: Some("/ws/src/".into()), rest: "*.rs".into() });
+        assert_eq!(split_pattern("/ws/main.rs"), Split { prefix: Some("/ws/".into()), rest: "main.rs".into() });
+        assert_eq!(split_pattern("s*c/a/*.rs"), Split { prefix: None, rest: "s*c/a/*.rs".into() });
+        assert_eq!(split_pattern("{a,b}/x.rs"), Split { prefix: None, rest: "{a,b}/x.rs".into() });
+    }
+
+    #[test]
+    fn star_does_not_cross_directories() {
+        let m = compile("*.rs").unwrap();
+        assert!(m.is_match("main.rs"));
+        assert!(!m.is_match("src/main.rs"));
+        let r = compile("**/*.rs").unwrap();
+        assert!(r.is_match("main.rs"));
+        assert!(r.is_match("src/a/main.rs"));
+    }
+
+    #[test]
+    fn hidden_components_are_detected() {
+        assert!(names_hidden(".github/**/*.yml"));
+        assert!(names_hidden("**/.env"));
+        assert!(!names_hidden("./src/*.rs"));
+        assert!(!names_hidden("../x/*.rs"));
+        assert!(!names_hidden("**/*.rs"));
+    }
+
+    #[test]
+    fn invalid_glob_names_the_reason() {
+        let e = compile("src/[a.rs").unwrap_err();
+        assert_eq!(e.code, ErrorCode::InvalidGlob);
+        assert!(e.message.contains("unclosed character class"), "{}", e.message);
+    }
 }

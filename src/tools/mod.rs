@@ -7,11 +7,12 @@
 
 pub mod args;
 pub mod edit;
-mod fsutil;
+pub(crate) mod fsutil;
 pub mod glob;
 pub mod grep;
 pub mod read;
 mod suggest;
+mod walk;
 pub mod write;
 
 use std::fmt;
@@ -150,11 +151,7 @@ impl ToolError {
 
     /// The exact text the model sees for this error.
     pub fn render(&self) -> String {
-        let tail = if self.mutated {
-            "Some changes were made, as described above."
-        } else {
-            "Nothing was changed."
-        };
+        let tail = if self.mutated { "Some changes were made, as described above." } else { "Nothing was changed." };
         format!("Error [{}]: {}\n{}", self.code, self.message.trim_end(), tail)
     }
 }
@@ -271,15 +268,21 @@ pub(crate) fn io_error(action: &str, path: &Path, err: &std::io::Error) -> ToolE
     match err.kind() {
         ErrorKind::PermissionDenied => ToolError::new(
             ErrorCode::PermissionDenied,
-            format!("cannot {action} {p}: permission denied. The file's permissions forbid it; choose another path or ask the operator."),
+            format!(
+                "cannot {action} {p}: permission denied. The file's permissions forbid it; choose another path or ask the operator."
+            ),
         ),
         ErrorKind::NotFound => ToolError::new(
             ErrorCode::NotFound,
-            format!("cannot {action} {p}: it no longer exists (it was removed while the call ran). Use glob to see what is there now."),
+            format!(
+                "cannot {action} {p}: it no longer exists (it was removed while the call ran). Use glob to see what is there now."
+            ),
         ),
         ErrorKind::NotADirectory => ToolError::new(
             ErrorCode::NotADirectory,
-            format!("cannot {action} {p}: a component of the path is a file, not a directory. Check the path with glob."),
+            format!(
+                "cannot {action} {p}: a component of the path is a file, not a directory. Check the path with glob."
+            ),
         ),
         _ => ToolError::new(ErrorCode::Io, format!("cannot {action} {p}: {err}.")),
     }

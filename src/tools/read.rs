@@ -13,7 +13,9 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use super::fsutil::{self, FileIdentity};
-use super::{ErrorCode, Tool, ToolContext, ToolError, ToolFailure, ToolOutput, ToolResult, human_bytes, io_error, suggest};
+use super::{
+    ErrorCode, Tool, ToolContext, ToolError, ToolFailure, ToolOutput, ToolResult, human_bytes, io_error, suggest,
+};
 use crate::store::ReadRecord;
 
 /// Lines returned when the call gives no limit.
@@ -65,7 +67,9 @@ impl Tool for Read {
 
         let meta = match std::fs::metadata(&path.real) {
             Ok(m) => m,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(suggest::not_found(ctx.workspace, shown).into()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(suggest::not_found(ctx.workspace, shown).into());
+            }
             Err(e) => return Err(io_error("read", shown, &e).into()),
         };
         if meta.is_dir() {
@@ -82,7 +86,10 @@ impl Tool for Read {
         if !meta.is_file() {
             return Err(ToolError::new(
                 ErrorCode::Io,
-                format!("{} is not a regular file (a device, socket or pipe); read only reads regular files.", shown.display()),
+                format!(
+                    "{} is not a regular file (a device, socket or pipe); read only reads regular files.",
+                    shown.display()
+                ),
             )
             .into());
         }
@@ -112,7 +119,8 @@ impl Tool for Read {
         let offset = args.offset.unwrap_or(1);
         let limit = args.limit.unwrap_or(DEFAULT_LIMIT);
         let mut reader = BufReader::with_capacity(64 * 1024, std::io::Cursor::new(head).chain(file));
-        let scan = scan(&mut reader, offset, limit, ctx.config.read.max_output_chars).map_err(|e| io_error("read", shown, &e))?;
+        let scan = scan(&mut reader, offset, limit, ctx.config.read.max_output_chars)
+            .map_err(|e| io_error("read", shown, &e))?;
 
         if scan.total_lines > 0 && offset > scan.total_lines {
             return Err(ToolError::new(
@@ -238,14 +246,13 @@ fn scan(reader: &mut impl std::io::BufRead, offset: u64, limit: u64, max_chars: 
         let chunk = &buf[..n];
         hasher.update(chunk);
         rest_bytes += n as u64;
-        for (i, &b) in chunk.iter().enumerate() {
-            if b == b'\n' {
-                s.total_lines += 1;
-                if (i > 0 && chunk[i - 1] == b'\r') || (i == 0 && last_byte == Some(b'\r')) {
-                    s.crlf_lines += 1;
-                } else {
-                    s.lf_lines += 1;
-                }
+        for i in memchr::memchr_iter(b'\n', chunk) {
+            s.total_lines += 1;
+            let before = if i > 0 { Some(chunk[i - 1]) } else { last_byte };
+            if before == Some(b'\r') {
+                s.crlf_lines += 1;
+            } else {
+                s.lf_lines += 1;
             }
         }
         last_byte = chunk.last().copied();
@@ -289,7 +296,8 @@ fn render(shown: &Path, s: &Scan, offset: u64, limit_given: bool) -> (String, bo
         let note = if s.lf_lines > 0 {
             format!("mixed line endings ({} CRLF, {} LF); CR is not shown", s.crlf_lines, s.lf_lines)
         } else {
-            "CRLF line endings; CR is not shown. edit matches bytes exactly: write \\r\\n in old_string and new_string".to_string()
+            "CRLF line endings; CR is not shown. edit matches bytes exactly: write \\r\\n in old_string and new_string"
+                .to_string()
         };
         out.push_str(&format!("[note: {note}]\n"));
     }

@@ -27,7 +27,8 @@ pub fn not_found(ws: &Workspace, shown: &Path) -> ToolError {
     }
     let name = shown.file_name().map(|n| n.to_string_lossy().to_string());
     if let Some(name) = &name {
-        let elsewhere: Vec<PathBuf> = same_name_elsewhere(ws, name, shown).into_iter().filter(|p| !suggestions.contains(p)).collect();
+        let elsewhere: Vec<PathBuf> =
+            same_name_elsewhere(ws, name, shown).into_iter().filter(|p| !suggestions.contains(p)).collect();
         if !elsewhere.is_empty() {
             let list = elsewhere.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ");
             msg.push_str(&format!(" A file named `{name}` exists at: {list}."));
@@ -73,7 +74,9 @@ fn near_paths(shown: &Path) -> Vec<PathBuf> {
     scored.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
     // Prefer candidates that exist all the way down; keep near directory names otherwise.
     let (mut exist, missing): (Vec<_>, Vec<_>) = scored.into_iter().partition(|(_, p)| p.exists());
-    exist.extend(missing.into_iter().filter(|(_, p)| p.parent().is_some_and(Path::is_dir) && remainder.as_os_str().is_empty()));
+    exist.extend(
+        missing.into_iter().filter(|(_, p)| p.parent().is_some_and(Path::is_dir) && remainder.as_os_str().is_empty()),
+    );
     exist.into_iter().map(|(_, p)| p).take(MAX_SUGGESTIONS).collect()
 }
 
@@ -95,7 +98,8 @@ fn similarity(a: &str, b: &str) -> f64 {
 /// Files with exactly this name elsewhere in the workspace (gitignore-aware, bounded).
 fn same_name_elsewhere(ws: &Workspace, name: &str, shown: &Path) -> Vec<PathBuf> {
     let mut found = Vec::new();
-    let walker = ignore::WalkBuilder::new(ws.root()).filter_entry(|e| !super::glob::is_builtin_ignored(e.file_name())).build();
+    let walker =
+        ignore::WalkBuilder::new(ws.root()).filter_entry(|e| !super::glob::is_builtin_ignored(e.file_name())).build();
     for entry in walker.take(MAX_WALK_ENTRIES).filter_map(Result::ok) {
         if entry.file_name().to_string_lossy() == name && entry.path() != shown {
             found.push(entry.path().to_path_buf());

@@ -4,7 +4,7 @@
 //! destroys content it has not seen. Missing parent directories are created only when the
 //! operator enabled `write.create_parent_dirs`.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -57,7 +57,11 @@ impl Tool for Write {
             Ok(m) if m.is_dir() => {
                 return Err(ToolError::new(
                     ErrorCode::IsDirectory,
-                    format!("{} is a directory; write replaces files only. Choose a file path inside it, e.g. {}.", shown.display(), shown.join("new_file.txt").display()),
+                    format!(
+                        "{} is a directory; write replaces files only. Choose a file path inside it, e.g. {}.",
+                        shown.display(),
+                        shown.join("new_file.txt").display()
+                    ),
                 )
                 .into());
             }
@@ -84,13 +88,20 @@ impl Tool for Write {
             });
         }
 
-        let created_dirs = if previous.is_none() { ensure_parent(ctx, shown, real)? } else { Vec::new() };
+        let created_dirs = if previous.is_none() {
+            fsutil::ensure_parent("write", ctx.config.write.create_parent_dirs, shown, real)?
+        } else {
+            Vec::new()
+        };
         let mode = fsutil::mode_for(real, ctx.config.write.mode());
         if let Err(e) = fsutil::atomic_write(real, new, mode) {
             let mut err = io_error("write", shown, &e);
             if !created_dirs.is_empty() {
                 err.mutated = true;
-                err.message.push_str(&format!(" The file was not written, but these directories were created: {}.", list(&created_dirs)));
+                err.message.push_str(&format!(
+                    " The file was not written, but these directories were created: {}.",
+                    fsutil::list_paths(&created_dirs)
+                ));
             }
             return Err(err.into());
         }
@@ -101,7 +112,12 @@ impl Tool for Write {
 
         let lines = super::plural(lines, "line", "lines");
         let mut text = match &previous {
-            None => format!("Created {} ({} bytes, {lines}, mode {mode:04o}, sha256 {}).", shown.display(), new.len(), fsutil::short(&sha)),
+            None => format!(
+                "Created {} ({} bytes, {lines}, mode {mode:04o}, sha256 {}).",
+                shown.display(),
+                new.len(),
+                fsutil::short(&sha)
+            ),
             Some(old) => format!(
                 "Overwrote {} ({} bytes, {lines}; it had {} bytes, {}; sha256 {}).",
                 shown.display(),
@@ -112,7 +128,7 @@ impl Tool for Write {
             ),
         };
         if !created_dirs.is_empty() {
-            text.push_str(&format!(" Created directories: {}.", list(&created_dirs)));
+            text.push_str(&format!(" Created directories: {}.", fsutil::list_paths(&created_dirs)));
         }
         Ok(ToolOutput { text, mutated: true, truncated: false, file: Some(FileIdentity::new(shown, sha)) })
     }
@@ -160,41 +176,6 @@ fn check_overwrite(session: &Session<'_>, shown: &Path, real: &Path) -> Result<V
     }
 }
 
-/// Make sure the parent directory exists, creating it when the operator allows. Returns the
-/// directories created.
-fn ensure_parent(ctx: &ToolContext<'_>, shown: &Path, real: &Path) -> Result<Vec<PathBuf>, ToolFailure> {
-    let Some(parent) = real.parent() else { return Ok(Vec::new()) };
-    let shown_parent = shown.parent().unwrap_or(shown);
-    match std::fs::metadata(parent) {
-        Ok(m) if m.is_dir() => return Ok(Vec::new()),
-        Ok(_) => {
-            return Err(ToolError::new(
-                ErrorCode::NotADirectory,
-                format!("cannot create {}: {} is a file, not a directory.", shown.display(), shown_parent.display()),
-            )
-            .into());
-        }
-        Err(_) => {}
-    }
-    if !ctx.config.write.create_parent_dirs {
-        let missing = parent.ancestors().take_while(|a| !a.exists()).last().unwrap_or(parent);
-        return Err(ToolError::new(
-            ErrorCode::ParentMissing,
-            format!(
-                "cannot create {}: its directory {} does not exist ({} is the first missing one). write does not create directories unless the operator enables `write.create_parent_dirs`. Create it first (bash: `mkdir -p {}`), or write into an existing directory.",
-                shown.display(),
-                shown_parent.display(),
-                missing.display(),
-                shown_parent.display()
-            ),
-        )
-        .into());
-    }
-    let created: Vec<PathBuf> = parent.ancestors().take_while(|a| !a.exists()).map(Path::to_path_buf).collect();
-    std::fs::create_dir_all(parent).map_err(|e| io_error("create the directory for", shown, &e))?;
-    Ok(created.into_iter().rev().collect())
-}
-
 /// After a write the model knows the whole content: record it as read, so the next edit or
 /// write of this version is allowed.
 pub(crate) fn record_written(session: &Session<'_>, real: &Path, content: &[u8], sha: &str) -> anyhow::Result<()> {
@@ -210,8 +191,4 @@ pub(crate) fn record_written(session: &Session<'_>, real: &Path, content: &[u8],
             lines_seen: if total > 0 { vec![(1, total)] } else { Vec::new() },
         },
     )
-}
-
-fn list(paths: &[PathBuf]) -> String {
-    paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
 }

@@ -1,0 +1,10 @@
+use std::io;
+
+fn main() {
+    let config = load_config();
+    println!("{}", config.name);
+}
+
+fn load_config() -> Config {
+    Config { name: String::from("demo") }
+}
