@@ -204,9 +204,10 @@ fn a_huge_file_is_streamed_not_loaded() {
             f.write_all(chunk.as_bytes()).unwrap();
             written += chunk.len() as u64;
         }
+        f.write_all(b"NEEDLE at the very end\n").unwrap();
     }
     let size = std::fs::metadata(&big).unwrap().len();
-    let lines = size / 129;
+    let lines = size / 129 + 1;
 
     // Whole-file read: refused with the size and how to read a range.
     let (code, v) = env.json("read", &args(&[("path", env.path("huge.log").into())]), &[]);
@@ -226,6 +227,24 @@ fn a_huge_file_is_streamed_not_loaded() {
     assert!(out.contains("5000001\t0123456789abcdef"), "{out}");
     // ru_maxrss of children is the largest child so far; it must stay far below 1 GiB.
     assert!(peak.max(before) < 200 * 1024, "peak RSS {peak} KiB");
+
+    // grep streams it too: the only match is on the last line.
+    let (code, v) = env.json(
+        "grep",
+        &args(&[
+            ("pattern", "NEEDLE".into()),
+            ("path", env.path("huge.log").into()),
+            ("output_mode", "content".into()),
+        ]),
+        &[],
+    );
+    let peak = max_rss_children_kib();
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(
+        v["output"].as_str().unwrap().trim_end(),
+        format!("{}:{lines}:NEEDLE at the very end", env.path("huge.log"))
+    );
+    assert!(peak < 200 * 1024, "peak RSS {peak} KiB after grep");
     std::fs::remove_file(&big).unwrap();
 }
 

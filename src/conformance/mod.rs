@@ -55,16 +55,28 @@ pub struct Setup {
     pub mode: Option<String>,
     pub symlink: Option<String>,
     pub target: Option<String>,
+    /// A Unix socket: a path that exists but is no regular file.
+    pub socket: Option<String>,
     pub age_secs: Option<u64>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CallSpec {
+    /// Another process rewrites a file just before this call (to make a read stale).
+    #[serde(default)]
+    pub outside_change: Option<OutsideChange>,
     pub tool: String,
     pub args: String,
     pub expect: Expect,
     pub code: Option<String>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OutsideChange {
+    pub path: String,
+    pub content: String,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -143,7 +155,12 @@ pub fn run_case(case: &Case, bless: bool) -> Result<CaseReport> {
 
     let mut report = CaseReport { name: case.name.clone(), ..Default::default() };
     let mut transcript = String::new();
+    let mut outside_changed = Vec::new();
     for (i, call) in case.spec.calls.iter().enumerate() {
+        if let Some(change) = &call.outside_change {
+            std::fs::write(ws_dir.join(&change.path), &change.content)?;
+            outside_changed.push(change);
+        }
         let args = call.args.replace(WS, &ws_str);
         let outcome = agent::execute(&registry, &ctx, &ToolCall { name: call.tool.clone(), arguments: args })
             .with_context(|| format!("call {} ({}) hit an internal error", i + 1, call.tool))?;
@@ -201,6 +218,13 @@ pub fn run_case(case: &Case, bless: bool) -> Result<CaseReport> {
         }
     }
 
+    // What another process wrote is not the tools' doing: expect it as it was written.
+    if !after_dir.is_dir() {
+        for change in outside_changed {
+            expected_tree.insert(change.path.clone(), Entry::File(change.content.clone().into_bytes()));
+        }
+    }
+
     let expected_path = case.dir.join("expected.txt");
     if bless {
         std::fs::write(&expected_path, &transcript)?;
@@ -251,6 +275,10 @@ fn apply_setup(steps: &[Setup], ws: &Path, ws_str: &str) -> Result<Vec<String>> 
     for s in steps {
         if let Some(dir) = &s.dir {
             std::fs::create_dir_all(ws.join(dir))?;
+        }
+        if let Some(sock) = &s.socket {
+            // Bound and dropped: the socket file stays behind.
+            std::os::unix::net::UnixListener::bind(ws.join(sock))?;
         }
         if let Some(link) = &s.symlink {
             let target = s.target.as_deref().context("a symlink setup needs `target`")?.replace(WS, ws_str);

@@ -1,0 +1,6 @@
+use std::io;
+
+fn main() {
+    let x = 3;
+    println!("{x}");
+}
