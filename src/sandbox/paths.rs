@@ -97,14 +97,6 @@ impl Workspace {
     pub fn contains(&self, real: &Path) -> bool {
         self.roots().any(|r| real.starts_with(r))
     }
-
-    /// The shown form of `real` for paths found by walking from `base` (given as `shown`).
-    pub fn rebase(shown_base: &Path, real_base: &Path, found: &Path) -> PathBuf {
-        match found.strip_prefix(real_base) {
-            Ok(rest) => shown_base.join(rest),
-            Err(_) => found.to_path_buf(),
-        }
-    }
 }
 
 /// Lexical normalization of an absolute path: drop `.`, apply `..`, collapse separators.
