@@ -91,6 +91,18 @@ fn exit_status_is_1_for_a_tool_error_and_2_for_usage() {
     assert_eq!(env.cmd(&["tool", "read", "{}", "--format", "yaml"]).status.code(), Some(2));
     assert_eq!(env.cmd(&["tool", "read", "{}", "--session", "no-such-session"]).status.code(), Some(2));
     assert_eq!(env.cmd(&["tool", "read", "{}", "--workspace", "/no/such/dir"]).status.code(), Some(2));
+
+    // A session is bound to its workspace.
+    let (_, v) = env.json("read", r#"{"path": "/x"}"#, &[]);
+    let session = v["session"].as_str().unwrap();
+    let other = tempfile::tempdir().unwrap();
+    let out = env.cmd(&["tool", "read", "{}", "--session", session, "--workspace", other.path().to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("belongs to workspace"));
+    assert_eq!(
+        env.cmd(&["tool", "read", "{}", "--session", session, "--workspace", env.ws.to_str().unwrap()]).status.code(),
+        Some(1)
+    );
 }
 
 #[test]

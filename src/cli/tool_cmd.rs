@@ -91,6 +91,15 @@ pub fn run(a: ToolArgs) -> Result<u8, Failure> {
         }
     };
     let ws_dir = workspace_dir(a.workspace, Some(session.workspace().to_path_buf()))?;
+    // A session's read-tracking and events belong to one workspace.
+    if ws_dir != session.workspace() {
+        return Err(Failure::usage(format!(
+            "session `{}` belongs to workspace {}, not {}; omit --workspace to use the session's, or omit --session to start a new session",
+            session.id(),
+            session.workspace().display(),
+            ws_dir.display()
+        )));
+    }
     let config = Config::load(&ws_dir).map_err(|e| Failure::usage(format!("{e:#}")))?;
     let workspace = Workspace::new(&ws_dir, &config.workspace.extra_roots)
         .map_err(|e| Failure::usage(format!("cannot use workspace {}: {e}", ws_dir.display())))?;

@@ -71,8 +71,15 @@ impl Workspace {
         }
         let given = Path::new(raw);
         if !given.is_absolute() {
-            let suggestion = normalize(&self.root.join(given));
-            let note = if suggestion.exists() { " (which exists)" } else { " (which does not exist either)" };
+            let trimmed = raw.trim();
+            // " /ws/a.rs": a stray space, not a relative path.
+            let (suggestion, note) = if Path::new(trimmed).is_absolute() {
+                (normalize(Path::new(trimmed)), " (the path begins with whitespace; remove it)")
+            } else {
+                let s = normalize(&self.root.join(given));
+                let note = if s.exists() { " (which exists)" } else { " (which does not exist either)" };
+                (s, note)
+            };
             return Err(PathError::Relative {
                 field: field.to_string(),
                 given: raw.to_string(),
@@ -80,8 +87,17 @@ impl Workspace {
                 note: note.to_string(),
             });
         }
-        let shown = normalize(given);
-        let real = real_path(&shown);
+        let mut shown = normalize(given);
+        let mut real = real_path(&shown, 0);
+        // `lnk/../x` means what the kernel says: `..` of the symlink's target. Lexical clean-up
+        // would name another file; act on (and show) the one bash would open.
+        if given.components().any(|c| c == Component::ParentDir)
+            && let Ok(kernel) = given.canonicalize()
+            && kernel != real
+        {
+            shown = kernel.clone();
+            real = kernel;
+        }
         if !self.contains(&real) {
             let via = if real != shown { format!(" (it resolves to {})", real.display()) } else { String::new() };
             return Err(PathError::Outside {
@@ -114,9 +130,14 @@ pub fn normalize(path: &Path) -> PathBuf {
     out
 }
 
+/// Symlinks followed by hand before giving up, as the kernel's limit (ELOOP).
+const MAX_LINK_DEPTH: usize = 40;
+
 /// Resolve symlinks: the canonical path if it exists, else the canonical nearest existing
 /// ancestor with the remaining components appended. A dangling symlink resolves to its target.
-fn real_path(path: &Path) -> PathBuf {
+/// A symlink loop resolves to the loop's own path, so that confinement judges where it sits and
+/// the tool then reports the loop.
+fn real_path(path: &Path, depth: usize) -> PathBuf {
     if let Ok(c) = path.canonicalize() {
         return c;
     }
@@ -124,8 +145,8 @@ fn real_path(path: &Path) -> PathBuf {
     if let Ok(target) = std::fs::read_link(path) {
         let parent = path.parent().unwrap_or(Path::new("/"));
         let joined = normalize(&parent.join(target));
-        if joined != path {
-            return real_path(&joined);
+        if joined != path && depth < MAX_LINK_DEPTH {
+            return real_path(&joined, depth + 1);
         }
     }
     let mut rest = Vec::new();
@@ -179,6 +200,29 @@ mod tests {
         // A new file under a symlinked dir that escapes is refused too.
         let new = ws.resolve("path", &format!("{}/etc/new-file", ws.root().display()));
         assert!(matches!(new, Err(PathError::Outside { .. })));
+    }
+
+    #[test]
+    fn symlink_loop_resolves_without_recursing_forever() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = Workspace::new(dir.path(), &[]).unwrap();
+        std::os::unix::fs::symlink("loop2", ws.root().join("loop1")).unwrap();
+        std::os::unix::fs::symlink("loop1", ws.root().join("loop2")).unwrap();
+        let r = ws.resolve("path", &format!("{}/loop1", ws.root().display())).unwrap();
+        assert!(r.real.starts_with(ws.root()));
+    }
+
+    #[test]
+    fn dotdot_after_a_symlink_follows_the_kernel() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = Workspace::new(dir.path(), &[]).unwrap();
+        std::fs::create_dir_all(ws.root().join("src/auth")).unwrap();
+        std::fs::write(ws.root().join("src/index.ts"), "src").unwrap();
+        std::fs::write(ws.root().join("index.ts"), "root").unwrap();
+        std::os::unix::fs::symlink("src/auth", ws.root().join("lnk")).unwrap();
+        let r = ws.resolve("path", &format!("{}/lnk/../index.ts", ws.root().display())).unwrap();
+        assert_eq!(r.real, ws.root().join("src/index.ts"));
+        assert_eq!(r.shown, r.real);
     }
 
     #[test]

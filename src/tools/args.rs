@@ -193,6 +193,9 @@ fn kind(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",
+        Value::Number(n) if n.as_f64().is_some_and(|f| f.fract() == 0.0) && n.is_f64() => {
+            "a number too large for an integer"
+        }
         Value::Number(n) if n.is_f64() => "a fractional number",
         Value::Number(_) => "a number",
         Value::String(_) => "a string",

@@ -74,6 +74,8 @@ pub enum ErrorCode {
     InvalidUtf8,
     /// Overwrite or edit of a file not read in this session.
     NotRead,
+    /// Overwrite of a file this session has read only in part.
+    PartialRead,
     /// The file changed since this session last read it.
     StaleRead,
     ParentMissing,
@@ -105,6 +107,7 @@ impl ErrorCode {
             ErrorCode::OffsetOutOfRange => "offset_out_of_range",
             ErrorCode::InvalidUtf8 => "invalid_utf8",
             ErrorCode::NotRead => "not_read",
+            ErrorCode::PartialRead => "partial_read",
             ErrorCode::StaleRead => "stale_read",
             ErrorCode::ParentMissing => "parent_missing",
             ErrorCode::NoMatch => "no_match",
@@ -126,6 +129,9 @@ impl fmt::Display for ErrorCode {
         f.write_str(self.as_str())
     }
 }
+
+/// The most characters of an error message the model sees.
+pub const MAX_ERROR_CHARS: usize = 16_000;
 
 /// A failure the model must read and act on.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -284,6 +290,13 @@ pub(crate) fn io_error(action: &str, path: &Path, err: &std::io::Error) -> ToolE
                 "cannot {action} {p}: a component of the path is a file, not a directory. Check the path with glob."
             ),
         ),
+        // ELOOP (40 on Linux): symlinks that point at each other.
+        _ if err.raw_os_error() == Some(40) => ToolError::new(
+            ErrorCode::Io,
+            format!(
+                "cannot {action} {p}: it is a symlink loop (links that point at each other), so nothing lies behind it. Use the real path of the file you mean; bash `ls -l` shows where each link points."
+            ),
+        ),
         _ => ToolError::new(ErrorCode::Io, format!("cannot {action} {p}: {err}.")),
     }
 }
@@ -291,6 +304,9 @@ pub(crate) fn io_error(action: &str, path: &Path, err: &std::io::Error) -> ToolE
 /// Format a byte count for people and models alike: "1.5 MiB (1572864 bytes)".
 pub(crate) fn human_bytes(n: u64) -> String {
     const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
+    if n == 1 {
+        return "1 byte".to_string();
+    }
     if n < 1024 {
         return format!("{n} bytes");
     }

@@ -126,9 +126,9 @@ impl Tool for Read {
             return Err(ToolError::new(
                 ErrorCode::OffsetOutOfRange,
                 format!(
-                    "offset {offset} is past the end of {}, which has {} lines. Use an offset from 1 to {}.",
+                    "offset {offset} is past the end of {}, which has {}. Use an offset from 1 to {}.",
                     shown.display(),
-                    scan.total_lines,
+                    super::plural(scan.total_lines, "line", "lines"),
                     scan.total_lines
                 ),
             )
@@ -141,7 +141,7 @@ impl Tool for Read {
             size: scan.size,
             mtime_ns: fsutil::mtime_ns(&meta),
             total_lines: scan.total_lines,
-            lines_seen: scan.shown_range().into_iter().collect(),
+            lines_seen: scan.seen_in_full(),
         };
         ctx.session.record_read(&path.real, &rec).map_err(ToolFailure::Internal)?;
 
@@ -166,12 +166,30 @@ struct Scan {
     lf_lines: u64,
     /// First delivered line that is not valid UTF-8.
     first_invalid_utf8: Option<u64>,
-    lines_cut: u64,
+    /// Delivered lines cut at [`MAX_LINE_CHARS`]: shown, but not seen in full.
+    cut: Vec<u64>,
 }
 
 impl Scan {
     fn shown_range(&self) -> Option<(u64, u64)> {
         (self.shown > 0).then(|| (self.first_shown, self.first_shown + self.shown - 1))
+    }
+
+    /// The lines the model saw in full: the delivered range less the lines cut short.
+    fn seen_in_full(&self) -> Vec<(u64, u64)> {
+        let Some((first, last)) = self.shown_range() else { return Vec::new() };
+        let mut out = Vec::new();
+        let mut start = first;
+        for &c in &self.cut {
+            if c > start {
+                out.push((start, c - 1));
+            }
+            start = c + 1;
+        }
+        if start <= last {
+            out.push((start, last));
+        }
+        out
     }
 }
 
@@ -190,7 +208,7 @@ fn scan(reader: &mut impl std::io::BufRead, offset: u64, limit: u64, max_chars: 
         crlf_lines: 0,
         lf_lines: 0,
         first_invalid_utf8: None,
-        lines_cut: 0,
+        cut: Vec::new(),
     };
     let last_wanted = offset.saturating_add(limit - 1);
     let mut line = Vec::new();
@@ -225,7 +243,9 @@ fn scan(reader: &mut impl std::io::BufRead, offset: u64, limit: u64, max_chars: 
             if s.shown > 0 && s.body.len() + entry.len() > max_chars {
                 s.hit_char_cap = true;
             } else {
-                s.lines_cut += u64::from(cut);
+                if cut {
+                    s.cut.push(no);
+                }
                 s.body.push_str(&entry);
                 s.shown += 1;
             }
@@ -306,10 +326,10 @@ fn render(shown: &Path, s: &Scan, offset: u64, limit_given: bool) -> (String, bo
             "[note: not valid UTF-8 from line {at}: invalid bytes are shown as U+FFFD; edit refuses this file, use write or bash to change it]\n"
         ));
     }
-    if s.lines_cut > 0 {
+    if !s.cut.is_empty() {
         out.push_str(&format!(
             "[note: {} longer than {MAX_LINE_CHARS} characters cut, marked {LINE_CUT_MARKER}]\n",
-            super::plural(s.lines_cut, "line", "lines")
+            super::plural(s.cut.len() as u64, "line", "lines")
         ));
     }
     out.push_str(&s.body);
@@ -382,6 +402,13 @@ mod tests {
         assert!(was);
         assert!(cut.ends_with(LINE_CUT_MARKER));
         assert_eq!(cut.chars().count(), MAX_LINE_CHARS + LINE_CUT_MARKER.len());
+    }
+
+    #[test]
+    fn cut_lines_are_not_seen_in_full() {
+        let long = "x".repeat(MAX_LINE_CHARS + 1);
+        let s = scan_str(&format!("a\n{long}\nb\nc\n{long}\n"), 1, 2000);
+        assert_eq!(s.seen_in_full(), vec![(1, 1), (3, 4)]);
     }
 
     #[test]

@@ -65,6 +65,17 @@ impl Tool for Write {
                 )
                 .into());
             }
+            Ok(m) if !m.is_file() => {
+                // Reading a FIFO would block forever, a device would never end.
+                return Err(ToolError::new(
+                    ErrorCode::Io,
+                    format!(
+                        "{} is not a regular file (a device, socket or pipe); write only replaces regular files.",
+                        shown.display()
+                    ),
+                )
+                .into());
+            }
             Ok(_) => Some(check_overwrite(ctx.session, shown, real)?),
             // Not there yet, or a parent is a file (ensure_parent says which).
             Err(e) if matches!(e.kind(), std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory) => None,
@@ -172,8 +183,47 @@ fn check_overwrite(session: &Session<'_>, shown: &Path, real: &Path) -> Result<V
         )
         .with_file(ident)
         .into()),
-        Some(_) => Ok(current),
+        Some(rec) => match unseen(&rec) {
+            // write replaces everything: it needs the model to have seen everything.
+            Some(gap) => Err(ToolError::new(
+                ErrorCode::PartialRead,
+                format!(
+                    "{} has {}, and this session has seen {} in full: {gap} not read yet, or shown cut short. Overwriting it would destroy content you have not seen. Read the rest first (read with offset and limit; read cuts lines over 2000 characters, so such lines can only be changed with edit), or change just the part you know with edit. To discard the file whatever it holds, remove it with bash (`rm {}`), then write.",
+                    shown.display(),
+                    super::plural(rec.total_lines, "line", "lines"),
+                    seen_ranges(&rec.lines_seen),
+                    shown.display()
+                ),
+            )
+            .with_file(ident)
+            .into()),
+            None => Ok(current),
+        },
     }
+}
+
+/// The first range of lines not seen in full, as "lines 2-5000", or `None` when every line was.
+fn unseen(rec: &ReadRecord) -> Option<String> {
+    let mut next = 1u64;
+    for &(a, b) in &rec.lines_seen {
+        if a > next {
+            break;
+        }
+        next = next.max(b + 1);
+    }
+    (next <= rec.total_lines).then(|| {
+        let end = rec.lines_seen.iter().map(|r| r.0).find(|&a| a > next).map_or(rec.total_lines, |a| a - 1);
+        if end == next { format!("line {next}") } else { format!("lines {next}-{end}") }
+    })
+}
+
+fn seen_ranges(ranges: &[(u64, u64)]) -> String {
+    if ranges.is_empty() {
+        return "none of it".to_string();
+    }
+    let parts: Vec<String> =
+        ranges.iter().map(|&(a, b)| if a == b { a.to_string() } else { format!("{a}-{b}") }).collect();
+    format!("lines {}", parts.join(", "))
 }
 
 /// After a write the model knows the whole content: record it as read, so the next edit or
@@ -191,4 +241,22 @@ pub(crate) fn record_written(session: &Session<'_>, real: &Path, content: &[u8],
             lines_seen: if total > 0 { vec![(1, total)] } else { Vec::new() },
         },
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(total: u64, seen: Vec<(u64, u64)>) -> ReadRecord {
+        ReadRecord { sha256: String::new(), size: 0, mtime_ns: 0, total_lines: total, lines_seen: seen }
+    }
+
+    #[test]
+    fn unseen_finds_the_first_gap() {
+        assert_eq!(unseen(&rec(10, vec![(1, 10)])), None);
+        assert_eq!(unseen(&rec(0, vec![])), None);
+        assert_eq!(unseen(&rec(10, vec![(1, 1)])).as_deref(), Some("lines 2-10"));
+        assert_eq!(unseen(&rec(10, vec![(1, 4), (6, 10)])).as_deref(), Some("line 5"));
+        assert_eq!(unseen(&rec(10, vec![(3, 10)])).as_deref(), Some("lines 1-2"));
+    }
 }

@@ -1,0 +1,6 @@
+use std::io;
+
+fn main() {
+    let x = 1;
+    println!("{x}");
+}
