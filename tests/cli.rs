@@ -275,3 +275,33 @@ fn sha256_of(p: &Path) -> String {
     use sha2::Digest as _;
     sha2::Sha256::digest(std::fs::read(p).unwrap()).iter().map(|b| format!("{b:02x}")).collect()
 }
+
+/// A file the process may not read: root reads anything, so the call runs as `nobody`.
+#[test]
+fn permission_denied_is_an_instructive_error() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let env = Env::new();
+    let open = |p: &Path| std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o777)).unwrap();
+    open(env.ws.parent().unwrap());
+    open(&env.ws);
+    std::fs::create_dir_all(&env.home).unwrap();
+    open(&env.home);
+    let secret = env.ws.join("secret.txt");
+    std::fs::write(&secret, "s\n").unwrap();
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o000)).unwrap();
+    let out = Command::new("setpriv")
+        .args(["--reuid=nobody", "--regid=nogroup", "--clear-groups", env!("CARGO_BIN_EXE_abhed"), "tool", "read"])
+        .arg(args(&[("path", env.path("secret.txt").into())]))
+        .args(["--format", "json"])
+        .env("ABHED_HOME", &env.home)
+        .env("ABHED_CONFIG", env.home.join("no-config.toml"))
+        .current_dir(&env.ws)
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!("not JSON ({e}): {}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+    });
+    assert_eq!(out.status.code(), Some(1), "{v}");
+    assert_eq!(v["error"]["code"], "permission_denied");
+    assert!(v["output"].as_str().unwrap().contains("permission denied"), "{v}");
+}
