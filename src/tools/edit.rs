@@ -15,7 +15,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::fsutil::{self, FileIdentity};
-use super::read::{LINE_CUT_MARKER, MAX_LINE_CHARS};
+use super::read::{LINE_CUT_MARKER, MAX_LINE_CHARS, cut_line};
 use super::{
     ErrorCode, Tool, ToolContext, ToolError, ToolFailure, ToolOutput, ToolResult, human_bytes, io_error, plural,
     suggest,
@@ -676,13 +676,23 @@ fn render(
             out.push_str("\n...");
         }
         let mut n = w.first;
-        for line in a.text[w.start..w.end].split('\n').take(MAX_WINDOW_LINES) {
-            let line = line.strip_suffix('\r').unwrap_or(line);
-            let line = match line.char_indices().nth(MAX_LINE_CHARS) {
-                Some((cut, _)) => format!("{}{LINE_CUT_MARKER}", &line[..cut]),
-                None => line.to_string(),
-            };
-            let _ = write!(out, "\n{n}\t{line}");
+        let mut at = w.start;
+        for raw in a.text[w.start..w.end].split('\n').take(MAX_WINDOW_LINES) {
+            let line = raw.strip_suffix('\r').unwrap_or(raw);
+            let (shown_line, cut) = cut_line(line);
+            let _ = write!(out, "\n{n}\t{shown_line}");
+            if cut {
+                // A change past the cut would be invisible: say where it is instead.
+                let visible_end = at + shown_line.len() - LINE_CUT_MARKER.len();
+                if let Some(&(start, _)) = a.regions.iter().find(|r| r.0 >= visible_end && r.0 < at + line.len()) {
+                    let col = a.text[at..start].chars().count() + 1;
+                    let _ = write!(
+                        out,
+                        "\n[line {n} is longer than {MAX_LINE_CHARS} characters; the change is at character {col} of it, past what is shown]"
+                    );
+                }
+            }
+            at += raw.len() + 1;
             n += 1;
         }
         if w.last >= n {

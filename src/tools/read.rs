@@ -285,7 +285,8 @@ fn scan(reader: &mut impl std::io::BufRead, offset: u64, limit: u64, max_chars: 
     Ok(s)
 }
 
-fn cut_line(text: &str) -> (std::borrow::Cow<'_, str>, bool) {
+/// A line as read shows it: cut at [`MAX_LINE_CHARS`] with [`LINE_CUT_MARKER`]; whether it was cut.
+pub(crate) fn cut_line(text: &str) -> (std::borrow::Cow<'_, str>, bool) {
     match text.char_indices().nth(MAX_LINE_CHARS) {
         Some((at, _)) => (format!("{}{LINE_CUT_MARKER}", &text[..at]).into(), true),
         None => (text.into(), false),
