@@ -552,8 +552,15 @@ fn ambiguous(text: &str, old: &str, shown: &Path) -> String {
         let _ = write!(where_, " and {} more", count - listed_occ);
     }
     let at = if lines.len() == 1 && count == listed_occ { format!("line {where_}") } else { format!("lines {where_}") };
+    // "aa" in "aaa" starts twice but replace_all can replace it once: say so up front.
+    let disjoint = text.matches(old).count();
+    let overlap = if disjoint < count {
+        format!(" Some occurrences overlap: replace_all would replace {disjoint} (non-overlapping, leftmost first).")
+    } else {
+        String::new()
+    };
     format!(
-        "old_string occurs {count} times in {}, at {at}; edit replaces exactly one occurrence unless replace_all is true. Add surrounding lines (before or after) to old_string until it matches only the place you mean, or set replace_all: true to replace every occurrence.",
+        "old_string occurs {count} times in {}, at {at}; edit replaces exactly one occurrence unless replace_all is true. Add surrounding lines (before or after) to old_string until it matches only the place you mean, or set replace_all: true to replace every occurrence.{overlap}",
         shown.display()
     )
 }
@@ -850,6 +857,9 @@ mod tests {
         assert!(msg.contains("20 and 10 more"), "{msg}");
         let msg = ambiguous("x x\ny\nx\n", "x", Path::new("/f"));
         assert!(msg.contains("at lines 1 (2 times), 3;"), "{msg}");
+        assert!(!msg.contains("overlap"), "{msg}");
+        let msg = ambiguous("aaa\n", "aa", Path::new("/f"));
+        assert!(msg.contains("occurs 2 times") && msg.contains("replace_all would replace 1"), "{msg}");
     }
 
     #[test]
