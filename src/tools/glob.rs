@@ -94,7 +94,8 @@ fn glob(ctx: &ToolContext<'_>, args: &Args) -> Result<ToolOutput, ToolError> {
         None => (base.shown.clone(), base.real.clone()),
         Some(prefix) => {
             let joined = if prefix.starts_with('/') { PathBuf::from(prefix) } else { base.shown.join(prefix) };
-            let r = ctx.workspace.resolve("pattern", &joined.display().to_string())?;
+            let r =
+                ctx.workspace.resolve("pattern", &joined.display().to_string()).map_err(|e| walk::bounded(e.into()))?;
             (r.shown, r.real)
         }
     };
@@ -103,19 +104,20 @@ fn glob(ctx: &ToolContext<'_>, args: &Args) -> Result<ToolOutput, ToolError> {
         Filters { include_hidden: names_hidden(pattern), operator: walk::operator_ignore(ctx)?, overrides: None };
 
     let mut text = String::new();
+    let shown_pattern = walk::clip(pattern);
     if !root_real.is_dir() {
-        text.push_str(&format!("[no files matched: {pattern}]\n"));
+        text.push_str(&format!("[no files matched: {shown_pattern}]\n"));
         let what = if root_real.exists() { "is not a directory" } else { "does not exist" };
         text.push_str(&format!(
             "The pattern's leading directories name {}, which {what}. Use glob with a broader pattern, e.g. \
-             {{\"pattern\": \"**/{}\"}}, to find where such files are.",
-            root_shown.display(),
-            last_component(pattern)
+             {{\"pattern\": \"{}\"}}, to find where such files are.",
+            walk::clip_path(&base.shown, &root_shown),
+            walk::clip(&format!("**/{}", last_component(pattern)))
         ));
         return Ok(ToolOutput::new(text));
     }
 
-    let found = search(&root_real, &matcher, &filters, true);
+    let found = search(&root_real, &matcher, &filters);
     let mut errors = WalkErrors::default();
     let mut files: Vec<(SystemTime, PathBuf)> = Vec::new();
     for v in found {
@@ -127,7 +129,7 @@ fn glob(ctx: &ToolContext<'_>, args: &Args) -> Result<ToolOutput, ToolError> {
     let total = files.len();
     let mut out = ToolOutput::new(String::new());
     if total == 0 {
-        text.push_str(&format!("[no files matched: {pattern}]\n"));
+        text.push_str(&format!("[no files matched: {shown_pattern}]\n"));
         text.push_str(&no_match_hint(ctx, pattern, &split, &root_shown, &root_real, &filters));
     } else {
         for (_, p) in files.iter().take(MAX_RESULTS) {
@@ -158,16 +160,23 @@ fn compile(pattern: &str) -> Result<GlobSet, ToolError> {
         ToolError::new(
             ErrorCode::InvalidGlob,
             format!(
-                "invalid glob `{pattern}`: {reason}. Glob syntax: `*` matches within one directory, `**` any number \
+                "invalid glob `{}`: {}. Glob syntax: `*` matches within one directory, `**` any number \
                  of directories, `?` one character, `[abc]` one character of a set, `{{a,b}}` either alternative; \
-                 put a literal metacharacter in brackets, e.g. `[[]` or `[*]`. Example: {{\"pattern\": \"src/**/*.rs\"}}."
+                 put a literal metacharacter in brackets, e.g. `[[]` or `[*]`. Example: {{\"pattern\": \"src/**/*.rs\"}}.",
+                walk::clip(pattern),
+                walk::clip(&reason)
             ),
         )
     };
-    let glob = GlobBuilder::new(pattern).literal_separator(true).build().map_err(|e| invalid(e.kind().to_string()))?;
+    let glob = build_glob(pattern, false).map_err(|e| invalid(e.kind().to_string()))?;
     let mut set = GlobSetBuilder::new();
     set.add(glob);
     set.build().map_err(|e| invalid(e.kind().to_string()))
+}
+
+/// One glob as matching uses it (`*` never crosses `/`), optionally ignoring case.
+fn build_glob(pattern: &str, ignore_case: bool) -> Result<globset::Glob, globset::Error> {
+    GlobBuilder::new(pattern).literal_separator(true).case_insensitive(ignore_case).build()
 }
 
 /// A pattern cut at its literal leading directories.
@@ -202,8 +211,6 @@ fn last_component(pattern: &str) -> &str {
 struct GlobVisitor<'a> {
     root: &'a Path,
     matcher: &'a GlobSet,
-    /// Whether to read each match's modification time (not needed to count).
-    mtime: bool,
     found: Vec<(SystemTime, PathBuf)>,
     errors: WalkErrors,
 }
@@ -212,11 +219,7 @@ impl FileVisitor for GlobVisitor<'_> {
     fn file(&mut self, entry: DirEntry) -> WalkState {
         let Ok(rel) = entry.path().strip_prefix(self.root) else { return WalkState::Continue };
         if self.matcher.is_match(rel) {
-            let time = if self.mtime {
-                entry.metadata().ok().and_then(|m| m.modified().ok()).unwrap_or(SystemTime::UNIX_EPOCH)
-            } else {
-                SystemTime::UNIX_EPOCH
-            };
+            let time = entry.metadata().ok().and_then(|m| m.modified().ok()).unwrap_or(SystemTime::UNIX_EPOCH);
             self.found.push((time, entry.into_path()));
         }
         WalkState::Continue
@@ -227,9 +230,9 @@ impl FileVisitor for GlobVisitor<'_> {
     }
 }
 
-fn search<'a>(root: &'a Path, matcher: &'a GlobSet, filters: &Filters, mtime: bool) -> Vec<GlobVisitor<'a>> {
+fn search<'a>(root: &'a Path, matcher: &'a GlobSet, filters: &Filters) -> Vec<GlobVisitor<'a>> {
     let builder = walk::builder(root, filters);
-    walk::run(&builder, || GlobVisitor { root, matcher, mtime, found: Vec::new(), errors: WalkErrors::default() })
+    walk::run(&builder, || GlobVisitor { root, matcher, found: Vec::new(), errors: WalkErrors::default() })
 }
 
 /// The second line of an empty result: where we looked, what was skipped, and a likely fix.
@@ -243,27 +246,120 @@ fn no_match_hint(
 ) -> String {
     let mut hint = format!(
         "Searched {} (skipping {}).",
-        root_shown.display(),
+        walk::clip_path(ctx.workspace.root(), root_shown),
         walk::skipped_summary(filters, &ctx.config.workspace.ignore)
     );
     if pattern.ends_with('/') {
-        hint.push_str(&format!(" glob returns files, never directories: use {pattern}** for the files under it."));
-    } else if !split.rest.contains("**") {
-        // The same name at any depth below the same base: the usual fix for a `*` that was
-        // meant to cross directories.
-        let below = format!("**/{}", last_component(&split.rest));
-        let recursive = format!("{}{below}", split.prefix.as_deref().unwrap_or(""));
-        if let Ok(m) = compile(&below) {
-            let n: usize = search(root_real, &m, filters, false).iter().map(|v| v.found.len()).sum();
-            if n > 0 {
-                let files = if n == 1 { "file" } else { "files" };
-                hint.push_str(&format!(" `*` does not cross directories; {recursive} matches {n} {files}."));
-            } else {
-                hint.push_str(&format!(" {recursive} matches nothing either."));
-            }
+        hint.push_str(&format!(
+            " glob returns files, never directories: use {} for the files under it.",
+            walk::clip(&format!("{pattern}**"))
+        ));
+        return hint;
+    }
+    // The likely fixes, counted in one more walk: the same name at any depth below the same
+    // base (the usual fix for a `*` that was meant to cross directories) and, glob being
+    // case-sensitive, the pattern and that variant ignoring case.
+    let below = (!split.rest.contains("**")).then(|| format!("**/{}", last_component(&split.rest)));
+    let has_case = split.rest.chars().any(|c| c.to_lowercase().ne(c.to_uppercase()));
+    let mut globs = Vec::new();
+    let mut slot = |glob: &str, ignore_case: bool| {
+        globs.push(build_glob(glob, ignore_case).ok()?);
+        Some(globs.len() - 1)
+    };
+    let recursive = below.as_deref().and_then(|b| slot(b, false));
+    let same_caseless = if has_case { slot(&split.rest, true) } else { None };
+    let recursive_caseless = if has_case { below.as_deref().and_then(|b| slot(b, true)) } else { None };
+    if globs.is_empty() {
+        return hint;
+    }
+    let mut set = GlobSetBuilder::new();
+    for g in globs.iter().cloned() {
+        set.add(g);
+    }
+    let Ok(set) = set.build() else { return hint };
+    let tally = count_matches(root_real, &set, globs.len(), filters);
+    let hits = |slot: Option<usize>| slot.map_or(0, |i| tally.counts[i]);
+    let example = |slot: Option<usize>| {
+        let first = slot.and_then(|i| tally.first[i].as_deref());
+        first.map_or(String::new(), |p| walk::clip_path(root_shown, &walk::shown_path(root_shown, root_real, p)))
+    };
+    let files = |n: usize| if n == 1 { "file" } else { "files" };
+    let recursive_text =
+        below.map(|b| walk::clip(&format!("{}{b}", split.prefix.as_deref().unwrap_or(""))).into_owned());
+
+    if let Some(rec) = &recursive_text {
+        let n = hits(recursive);
+        if n > 0 {
+            hint.push_str(&format!(" `*` does not cross directories; {rec} matches {n} {}.", files(n)));
+            return hint;
+        }
+    }
+    let n = hits(same_caseless);
+    if n > 0 {
+        hint.push_str(&format!(
+            " Glob matching is case-sensitive: ignoring case, {} would match {n} {}, e.g. {}.",
+            walk::clip(pattern),
+            files(n),
+            example(same_caseless)
+        ));
+        return hint;
+    }
+    if let Some(rec) = &recursive_text {
+        let n = hits(recursive_caseless);
+        if n > 0 {
+            hint.push_str(&format!(
+                " {rec} matches nothing either; glob matching is case-sensitive, and ignoring case {rec} would \
+                 match {n} {}, e.g. {}.",
+                files(n),
+                example(recursive_caseless)
+            ));
+        } else {
+            hint.push_str(&format!(" {rec} matches nothing either."));
         }
     }
     hint
+}
+
+/// Per glob of a set: how many files it matches, and the first of them by path.
+struct Tally<'a> {
+    root: &'a Path,
+    set: &'a GlobSet,
+    counts: Vec<usize>,
+    first: Vec<Option<PathBuf>>,
+    hits: Vec<usize>,
+}
+
+impl FileVisitor for Tally<'_> {
+    fn file(&mut self, entry: DirEntry) -> WalkState {
+        let Ok(rel) = entry.path().strip_prefix(self.root) else { return WalkState::Continue };
+        self.set.matches_into(rel, &mut self.hits);
+        for &i in &self.hits {
+            self.counts[i] += 1;
+            if self.first[i].as_deref().is_none_or(|p| entry.path() < p) {
+                self.first[i] = Some(entry.path().to_path_buf());
+            }
+        }
+        WalkState::Continue
+    }
+
+    fn error(&mut self, _: ignore::Error) {}
+}
+
+fn count_matches<'a>(root: &'a Path, set: &'a GlobSet, globs: usize, filters: &Filters) -> Tally<'a> {
+    let builder = walk::builder(root, filters);
+    let new = || Tally { root, set, counts: vec![0; globs], first: vec![None; globs], hits: Vec::new() };
+    let mut total = new();
+    for t in walk::run(&builder, new) {
+        for i in 0..globs {
+            total.counts[i] += t.counts[i];
+            if let Some(p) = &t.first[i]
+                && total.first[i].as_ref().is_none_or(|q| p < q)
+            {
+                total.first[i] = Some(p.clone());
+            }
+        }
+    }
+    total
 }
 
 /// Directories skipped everywhere, whatever .gitignore says.

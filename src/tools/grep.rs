@@ -6,16 +6,17 @@
 //! pattern can backtrack for ever). Constructs from other dialects are caught before the
 //! matcher is built and answered with what to search instead.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use grep_regex::{RegexMatcher, RegexMatcherBuilder};
-use grep_searcher::{BinaryDetection, MmapChoice, Searcher, SearcherBuilder, Sink, SinkContext, SinkMatch};
+use grep_searcher::{BinaryDetection, LineIter, MmapChoice, Searcher, SearcherBuilder, Sink, SinkContext, SinkMatch};
 use ignore::overrides::OverrideBuilder;
 use ignore::{DirEntry, WalkState};
-use regex_syntax::ast;
+use regex_syntax::{ast, hir};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -118,8 +119,8 @@ fn grep(ctx: &ToolContext<'_>, args: &Args) -> Result<ToolOutput, ToolError> {
     }
     let multiline = args.multiline.unwrap_or(false);
     let case_insensitive = args.case_insensitive.unwrap_or(false);
-    check_syntax(pattern, case_insensitive, multiline)?;
-    let matcher = build_matcher(pattern, case_insensitive, multiline)?;
+    let checked = check_syntax(pattern, case_insensitive, multiline)?;
+    let matcher = build_matcher(pattern, &checked, case_insensitive, multiline)?;
 
     let (target, md) = walk::resolve_existing(ctx, args.path.as_deref())?;
     let mode = args.output_mode.unwrap_or_default();
@@ -173,13 +174,41 @@ fn grep(ctx: &ToolContext<'_>, args: &Args) -> Result<ToolOutput, ToolError> {
     let mut out = ToolOutput::new(String::new());
     let mut text = String::new();
     let found = acc.render(&target.shown, &target.real, context > 0, &mut text, &mut out.truncated);
+    let shown_pattern = walk::clip(pattern);
+    let single_failed = md.is_file() && !acc.failures.is_empty();
     if !found {
-        text.push_str(&format!("[no matches for {pattern}]\n"));
-        text.push_str(&no_match_hint(ctx, args, &target.shown, &filters, md.is_file(), &acc));
+        if single_failed {
+            // The one file given could not be searched: the headline says so, the next line why.
+            let failure = &acc.failures[0];
+            let past = if failure.why == Why::LongLine {
+                format!(" past a line longer than {} MiB", HEAP_LIMIT >> 20)
+            } else {
+                String::new()
+            };
+            text.push_str(&format!(
+                "[no matches for {shown_pattern}: {} could not be searched{past}]\n",
+                walk::clip_path(ctx.workspace.root(), &target.shown)
+            ));
+            text.push_str(&failure.why.explain());
+        } else {
+            match acc.failures.len() {
+                0 => text.push_str(&format!("[no matches for {shown_pattern}]\n")),
+                n => text.push_str(&format!(
+                    "[no matches for {shown_pattern}; {n} {} could not be searched (see below)]\n",
+                    if n == 1 { "file" } else { "files" }
+                )),
+            }
+            text.push_str(&no_match_hint(ctx, args, &target.shown, &filters, md.is_file(), &acc));
+        }
         text.push('\n');
     } else if acc.binary > 0 {
         let files = if acc.binary == 1 { "file" } else { "files" };
         notes.push(format!("[{} binary {files} skipped]", acc.binary));
+    }
+    notes.extend(acc.binary_cut_notes(&target.shown, &target.real));
+    // (The headline and the line under it said it already for a single file with no results.)
+    if found || !single_failed {
+        notes.extend(acc.failure_note(&target.shown, &target.real));
     }
     if let Some(note) = acc.errors.note(&target.shown, &target.real) {
         notes.push(note);
@@ -193,8 +222,16 @@ fn grep(ctx: &ToolContext<'_>, args: &Args) -> Result<ToolOutput, ToolError> {
 }
 
 fn searcher_builder(mode: Mode, context: usize, multiline: bool) -> SearcherBuilder {
+    // A NUL byte marks a file as binary. files_with_matches stops at it, as `rg -l` does (a file
+    // is listed when a match is found before the searcher meets the NUL). count and content go
+    // on past the point where the searcher meets it, with NUL bytes read as line breaks, so that
+    // a file found binary after its first matches is searched right up to the NUL, where its
+    // results are cut with a note ([`BinaryCut`]). Both report the same files: a file whose
+    // NUL is met before any match is skipped as binary in every mode.
+    let binary =
+        if mode == Mode::FilesWithMatches { BinaryDetection::quit(b'\x00') } else { BinaryDetection::convert(b'\x00') };
     let mut b = SearcherBuilder::new();
-    b.binary_detection(BinaryDetection::quit(b'\x00'))
+    b.binary_detection(binary)
         .line_number(mode == Mode::Content)
         .multi_line(multiline)
         .heap_limit(Some(HEAP_LIMIT))
@@ -221,13 +258,14 @@ fn glob_filter(glob: &str, shown: &Path, real: &Path) -> Result<ignore::override
     let invalid = |e: ignore::Error| {
         // "error parsing glob 'x': reason": the glob is quoted below already.
         let e = e.to_string();
-        let reason = e.split_once("': ").map_or(e.as_str(), |(_, r)| r);
+        let reason = walk::clip(e.split_once("': ").map_or(e.as_str(), |(_, r)| r));
         ToolError::new(
             ErrorCode::InvalidGlob,
             format!(
-                "invalid glob `{glob}` in `glob`: {reason}. A glob without / matches file names at any depth (*.rs, \
+                "invalid glob `{}` in `glob`: {reason}. A glob without / matches file names at any depth (*.rs, \
                  *_test.go); with / it is relative to the searched directory (src/**/*.ts); ! in front excludes \
-                 (!*.min.js). Example: {{\"pattern\": \"TODO\", \"glob\": \"*.rs\"}}."
+                 (!*.min.js). Example: {{\"pattern\": \"TODO\", \"glob\": \"*.rs\"}}.",
+                walk::clip(glob)
             ),
         )
     };
@@ -238,56 +276,133 @@ fn glob_filter(glob: &str, shown: &Path, real: &Path) -> Result<ignore::override
 // ---------------------------------------------------------------------------------------------
 // The regex: refusals with what to do instead.
 
-/// Parse and translate the pattern on its own first (as grep-regex will), to name constructs
-/// from other regex dialects and to quote errors against the model's own pattern.
-fn check_syntax(pattern: &str, case_insensitive: bool, multiline: bool) -> Result<(), ToolError> {
-    let mut parser = regex_syntax::ParserBuilder::new()
-        .nest_limit(NEST_LIMIT)
+/// Parse and translate the pattern on its own first (as grep-regex will, with the same flags),
+/// to name constructs from other regex dialects and to quote errors against the model's own
+/// pattern. Returns the text to build the matcher from.
+///
+/// grep-regex parses every pattern inside `(?:…)`. For a pattern that parses on its own, the
+/// one way that wrapper changes the parse is a verbose-mode `#` comment running to the end of
+/// the pattern, which would swallow the closing `)`: such a pattern is given a newline, which
+/// ends the comment and, in verbose mode, is ignored.
+fn check_syntax(pattern: &str, case_insensitive: bool, multiline: bool) -> Result<Cow<'_, str>, ToolError> {
+    let parsed = ast::parse::ParserBuilder::new().nest_limit(NEST_LIMIT).build().parse_with_comments(pattern);
+    let parsed = match parsed {
+        Ok(p) => p,
+        Err(err) => {
+            let span = err.span();
+            let (start, end) = (span.start.offset.min(pattern.len()), span.end.offset.min(pattern.len()));
+            return Err(match err.kind() {
+                ast::ErrorKind::UnsupportedLookAround => look_around(pattern, start, end),
+                ast::ErrorKind::UnsupportedBackreference => backreference(pattern, &pattern[start..end]),
+                ast::ErrorKind::NestLimitExceeded(_) => {
+                    too_large(pattern, &format!("its groups nest deeper than {NEST_LIMIT} levels"))
+                }
+                kind => invalid_regex(pattern, &syntax_error(pattern, &err.to_string(), span, kind)),
+            });
+        }
+    };
+    let translated = hir::translate::TranslatorBuilder::new()
         .utf8(false)
         .case_insensitive(case_insensitive)
         .multi_line(true)
         .dot_matches_new_line(multiline)
-        .build();
-    let err = match parser.parse(pattern) {
-        Ok(_) => return Ok(()),
-        Err(regex_syntax::Error::Parse(e)) => e,
-        Err(e) => return Err(invalid_regex(pattern, &e.to_string())),
-    };
-    let span = err.span();
-    let (start, end) = (span.start.offset.min(pattern.len()), span.end.offset.min(pattern.len()));
-    match err.kind() {
-        ast::ErrorKind::UnsupportedLookAround => Err(look_around(pattern, start, end)),
-        ast::ErrorKind::UnsupportedBackreference => Err(backreference(pattern, &pattern[start..end])),
-        ast::ErrorKind::NestLimitExceeded(_) => {
-            Err(too_large(pattern, &format!("its groups nest deeper than {NEST_LIMIT} levels")))
-        }
-        _ => Err(invalid_regex(pattern, &err.to_string())),
+        .crlf(true)
+        .build()
+        .translate(pattern, &parsed.ast);
+    if let Err(err) = translated {
+        return Err(invalid_regex(pattern, &syntax_error(pattern, &err.to_string(), err.span(), err.kind())));
     }
+    let open_comment =
+        parsed.comments.last().is_some_and(|c| c.span.end.offset == pattern.len()) && !pattern.ends_with('\n');
+    Ok(if open_comment { Cow::Owned(format!("{pattern}\n")) } else { Cow::Borrowed(pattern) })
 }
 
-fn build_matcher(pattern: &str, case_insensitive: bool, multiline: bool) -> Result<RegexMatcher, ToolError> {
+/// The reason part of an invalid-regex error. regex-syntax's own rendering (the pattern, carets
+/// under the error, the error) quotes the whole pattern: it is kept for a short pattern, and a
+/// long one shows the characters around the error only.
+fn syntax_error(pattern: &str, rendered: &str, span: &ast::Span, kind: &dyn std::fmt::Display) -> String {
+    let total = pattern.chars().count();
+    if total <= walk::ECHO_CHARS {
+        return rendered.to_string();
+    }
+    const BEFORE: usize = 60;
+    const WIDTH: usize = 60;
+    const AFTER: usize = 20;
+    // Spans fall on character boundaries; `get` makes sure of it.
+    let at = |offset: usize| pattern.get(..offset).map_or(total, |s| s.chars().count());
+    let start = at(span.start.offset);
+    let end = at(span.end.offset).clamp(start + 1, start + WIDTH);
+    let (from, to) = (start.saturating_sub(BEFORE), (end + AFTER).min(total));
+    // One character per column, so that the carets line up: line breaks and other control
+    // characters are shown as visible stand-ins.
+    let window: String = pattern
+        .chars()
+        .skip(from)
+        .take(to - from)
+        .map(|c| match c {
+            '\n' => '↵',
+            '\t' => '→',
+            c if c.is_control() => '\u{fffd}',
+            c => c,
+        })
+        .collect();
+    let (lead, tail) = (if from > 0 { "…" } else { "" }, if to < total { "…" } else { "" });
+    let pad = " ".repeat(start - from + usize::from(from > 0));
+    format!(
+        "regex parse error at character {} of {total}:\n    {lead}{window}{tail}\n    {pad}{}\nerror: {kind}",
+        start + 1,
+        "^".repeat(end - start)
+    )
+}
+
+fn build_matcher(
+    pattern: &str,
+    checked: &str,
+    case_insensitive: bool,
+    multiline: bool,
+) -> Result<RegexMatcher, ToolError> {
     let mut b = RegexMatcherBuilder::new();
-    b.case_insensitive(case_insensitive).multi_line(true).size_limit(REGEX_SIZE_LIMIT);
+    b.case_insensitive(case_insensitive)
+        .multi_line(true)
+        .size_limit(REGEX_SIZE_LIMIT)
+        // grep-regex's `(?:…)` around the pattern is one more level of nesting.
+        .nest_limit(NEST_LIMIT + 1)
+        // As `rg --crlf`: `^` and `$` also match next to a `\r\n` line end (read shows lines
+        // without their CR, so `$` must match before it), and `.` matches neither `\r` nor `\n`.
+        // crlf sets the line terminator as well: it is set again just below.
+        .crlf(true);
     if multiline {
-        b.dot_matches_new_line(true);
+        b.line_terminator(None).dot_matches_new_line(true);
     } else {
         // As ripgrep: a matcher that never matches across a line lets the searcher find
         // candidate lines fast instead of trying each line in turn.
         b.line_terminator(Some(b'\n'));
     }
-    b.build(pattern).map_err(|e| match e.kind() {
+    b.build(checked).map_err(|e| match e.kind() {
         grep_regex::ErrorKind::NotAllowed(lit) => ToolError::new(
             ErrorCode::InvalidRegex,
             format!(
-                "invalid regex `{pattern}`: it contains {lit:?}, a line break, which a line-by-line search can never \
-                 match. Set \"multiline\": true to match across lines, or search one line's text."
+                "invalid regex `{}`: it contains {lit:?}, a line break, which a line-by-line search can never \
+                 match. Set \"multiline\": true to match across lines, or search one line's text.",
+                walk::clip(pattern)
             ),
         ),
         grep_regex::ErrorKind::Regex(msg) if msg.contains("exceeds size limit") => {
             too_large(pattern, &format!("compiled, it exceeds the size limit of {} MiB", REGEX_SIZE_LIMIT >> 20))
         }
-        _ => invalid_regex(pattern, &e.to_string()),
+        grep_regex::ErrorKind::Regex(msg) => invalid_regex(pattern, &matcher_error(msg)),
+        _ => invalid_regex(pattern, &walk::clip(&e.to_string())),
     })
+}
+
+/// A grep-regex error as a reason. A syntax error there would quote the pattern as grep-regex
+/// wrapped it, which the model never wrote: only its last line (`error: …`) is kept. Any other
+/// text is cut, as it may echo the pattern.
+fn matcher_error(msg: &str) -> String {
+    match msg.lines().rev().find_map(|l| l.strip_prefix("error: ")) {
+        Some(reason) if msg.starts_with("regex parse error") => format!("error: {}", walk::clip(reason)),
+        _ => walk::clip(msg).into_owned(),
+    }
 }
 
 fn invalid_regex(pattern: &str, reason: &str) -> ToolError {
@@ -300,9 +415,10 @@ fn invalid_regex(pattern: &str, reason: &str) -> ToolError {
     ToolError::new(
         ErrorCode::InvalidRegex,
         format!(
-            "invalid regex `{pattern}`:\n{}\nTo match a character that is special in regex syntax literally, escape \
+            "invalid regex `{}`:\n{}\nTo match a character that is special in regex syntax literally, escape \
              it with a backslash: \\( \\) \\[ \\] \\{{ \\}} \\. \\* \\+ \\? \\| \\^ \\$ \\\\ (in JSON the backslash \
              itself is doubled, e.g. \"pattern\": \"foo\\\\(\").{glob_like}",
+            walk::clip(pattern),
             reason.trim_end()
         ),
     )
@@ -312,9 +428,10 @@ fn too_large(pattern: &str, why: &str) -> ToolError {
     ToolError::new(
         ErrorCode::RegexTooLarge,
         format!(
-            "the regex `{pattern}` is too large: {why}. Counted repetitions multiply ((a{{1000}}){{1000}} is a \
+            "the regex `{}` is too large: {why}. Counted repetitions multiply ((a{{1000}}){{1000}} is a \
              million copies of a). Use smaller counts or open-ended ones (a{{3,}} or a+ instead of a{{1000}}), or \
-             search a shorter distinctive part and check the lines with output_mode content."
+             search a shorter distinctive part and check the lines with output_mode content.",
+            walk::clip(pattern)
         ),
     )
 }
@@ -329,45 +446,52 @@ fn look_around(pattern: &str, start: usize, open_end: usize) -> ToolError {
         None => (open, &pattern[open_end..], ""),
     };
     let before = &pattern[..start];
-    let or = |s: &str| if s.is_empty() { "the text around it".to_string() } else { format!("`{s}`") };
+    // Each suggestion is cut on its own, so that a long pattern gives a bounded message.
+    let q = |parts: &[&str]| format!("`{}`", walk::clip(&parts.concat()));
+    let or = |s: &str| if s.is_empty() { "the text around it".to_string() } else { q(&[s]) };
     let (what, instead) = match name {
         "(?=" => (
             "look-ahead",
             format!(
-                "search the whole text, `{before}{body}{after}` (the match then includes what the look-ahead \
-                 checked), or search {} with output_mode content and check what follows it",
+                "search the whole text, {} (the match then includes what the look-ahead checked), or search {} \
+                 with output_mode content and check what follows it",
+                q(&[before, body, after]),
                 or(before)
             ),
         ),
         "(?!" => (
             "negative look-ahead",
             format!(
-                "search the positive pattern {} and filter the results with a second grep for `{before}{body}` \
-                 (the lines it also finds are the ones to drop)",
-                or(before)
+                "search the positive pattern {} and filter the results with a second grep for {} (the lines it \
+                 also finds are the ones to drop)",
+                or(before),
+                q(&[before, body])
             ),
         ),
         "(?<=" => (
             "look-behind",
             format!(
-                "search the whole text, `{before}{body}{after}` (the match then includes what the look-behind \
-                 checked), or search {} with output_mode content and check what precedes it",
+                "search the whole text, {} (the match then includes what the look-behind checked), or search {} \
+                 with output_mode content and check what precedes it",
+                q(&[before, body, after]),
                 or(after)
             ),
         ),
         _ => (
             "negative look-behind",
             format!(
-                "search the positive pattern {} and filter the results with a second grep for `{body}{after}` \
-                 (the lines it also finds are the ones to drop)",
-                or(after)
+                "search the positive pattern {} and filter the results with a second grep for {} (the lines it \
+                 also finds are the ones to drop)",
+                or(after),
+                q(&[body, after])
             ),
         ),
     };
     ToolError::new(
         ErrorCode::UnsupportedRegex,
         format!(
-            "the regex `{pattern}` uses {what} `{open}…)`, which is not supported: {NO_LOOKAROUND}. Instead, {instead}."
+            "the regex `{}` uses {what} `{open}…)`, which is not supported: {NO_LOOKAROUND}. Instead, {instead}.",
+            walk::clip(pattern)
         ),
     )
 }
@@ -376,10 +500,12 @@ fn backreference(pattern: &str, found: &str) -> ToolError {
     ToolError::new(
         ErrorCode::UnsupportedRegex,
         format!(
-            "the regex `{pattern}` uses the backreference `{found}`, which is not supported: {NO_LOOKAROUND}. \
+            "the regex `{}` uses the backreference `{}`, which is not supported: {NO_LOOKAROUND}. \
              Instead, spell out the repeated text (for a doubled word, search the word twice, e.g. `the the`; for \
              matching quotes, search each kind: `\"[^\"]*\"|'[^']*'`), or search the first part and check the lines \
-             with output_mode content."
+             with output_mode content.",
+            walk::clip(pattern),
+            walk::clip(found)
         ),
     )
 }
@@ -416,12 +542,64 @@ struct GrepVisitor<'a> {
     searcher: Searcher,
     matcher: &'a RegexMatcher,
     mode: Mode,
+    /// Files searched to the end (binary ones included), not those that failed.
     searched: usize,
     binary: usize,
+    /// Files with results that turned out binary later on: where their NUL byte is.
+    binary_cut: Vec<(PathBuf, u64)>,
+    /// Files that could not be searched (to the end).
+    failures: Vec<Failure>,
     errors: WalkErrors,
     listed: Vec<(SystemTime, PathBuf)>,
     counts: Vec<(PathBuf, u64)>,
     content: ContentTop,
+}
+
+/// A file that could not be searched, or not to the end.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct Failure {
+    path: PathBuf,
+    why: Why,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+enum Why {
+    /// A line longer than [`HEAP_LIMIT`]: the lines before it were searched.
+    LongLine,
+    /// Multiline search holds the whole file, and this one is larger than [`HEAP_LIMIT`].
+    TooLargeForMultiline,
+    /// Could not be opened or read.
+    Io(String),
+}
+
+impl Why {
+    /// As part of the failures note.
+    fn brief(&self) -> String {
+        let mib = HEAP_LIMIT >> 20;
+        match self {
+            Why::LongLine => format!("it has a line longer than {mib} MiB; only the lines before it were searched"),
+            Why::TooLargeForMultiline => {
+                format!("larger than {mib} MiB, too large for a multiline search; search it without multiline")
+            }
+            Why::Io(e) => e.clone(),
+        }
+    }
+
+    /// The line under the headline when the one file given could not be searched.
+    fn explain(&self) -> String {
+        let mib = HEAP_LIMIT >> 20;
+        match self {
+            Why::LongLine => format!(
+                "grep holds one line at a time in memory, at most {mib} MiB: the lines before that one were \
+                 searched, the rest of the file was not."
+            ),
+            Why::TooLargeForMultiline => format!(
+                "It is larger than {mib} MiB, too large for a multiline search (which holds the whole file in \
+                 memory). Search it without multiline, line by line."
+            ),
+            Why::Io(e) => format!("The error: {e}."),
+        }
+    }
 }
 
 impl<'a> GrepVisitor<'a> {
@@ -432,6 +610,8 @@ impl<'a> GrepVisitor<'a> {
             mode,
             searched: 0,
             binary: 0,
+            binary_cut: Vec::new(),
+            failures: Vec::new(),
             errors: WalkErrors::default(),
             listed: Vec::new(),
             counts: Vec::new(),
@@ -443,16 +623,15 @@ impl<'a> GrepVisitor<'a> {
         let file = match File::open(&path) {
             Ok(f) => f,
             Err(e) => {
-                self.errors.push(format!("{}: {e}", path.display()));
+                self.failures.push(Failure { path, why: Why::Io(e.to_string()) });
                 return;
             }
         };
-        self.searched += 1;
         match self.mode {
             Mode::FilesWithMatches => {
                 let mut sink = FirstMatch::default();
                 let res = self.searcher.search_file(self.matcher, &file, &mut sink);
-                self.failed(&path, res);
+                self.finished(&path, res);
                 if sink.matched {
                     let time = file.metadata().and_then(|m| m.modified()).unwrap_or(SystemTime::UNIX_EPOCH);
                     self.listed.push((time, path));
@@ -463,42 +642,45 @@ impl<'a> GrepVisitor<'a> {
             Mode::Count => {
                 let mut sink = Counter::default();
                 let res = self.searcher.search_file(self.matcher, &file, &mut sink);
-                self.failed(&path, res);
+                self.finished(&path, res);
                 if sink.lines > 0 {
+                    if let Some(nul) = sink.cut.nul {
+                        self.binary_cut.push((path.clone(), nul));
+                    }
                     self.counts.push((path, sink.lines));
-                } else if sink.binary {
+                } else if sink.cut.skipped {
                     self.binary += 1;
                 }
             }
             Mode::Content => {
                 let mut sink = Collect::default();
                 let res = self.searcher.search_file(self.matcher, &file, &mut sink);
-                self.failed(&path, res);
+                self.finished(&path, res);
                 if sink.hits.matched_lines > 0 {
+                    if let Some(nul) = sink.cut.nul {
+                        self.binary_cut.push((path.clone(), nul));
+                    }
                     self.content.insert(path, sink.hits);
-                } else if sink.binary {
+                } else if sink.cut.skipped {
                     self.binary += 1;
                 }
             }
         }
     }
 
-    fn failed(&mut self, path: &Path, res: std::io::Result<()>) {
-        if let Err(e) = res {
-            let why = if e.to_string().contains("allocation limit") {
-                if self.searcher.multi_line() {
-                    format!(
-                        "larger than {} MiB, too large for a multiline search; search it without multiline",
-                        HEAP_LIMIT >> 20
-                    )
-                } else {
-                    format!("it has a line longer than {} MiB", HEAP_LIMIT >> 20)
-                }
-            } else {
-                e.to_string()
-            };
-            self.errors.push(format!("{}: {why}", path.display()));
-        }
+    /// Count a search that ran to the end, or note why it did not. What a failed search found
+    /// before it failed is kept (the failures note says where it stopped).
+    fn finished(&mut self, path: &Path, res: std::io::Result<()>) {
+        let Err(e) = res else {
+            self.searched += 1;
+            return;
+        };
+        let why = if e.to_string().contains("allocation limit") {
+            if self.searcher.multi_line() { Why::TooLargeForMultiline } else { Why::LongLine }
+        } else {
+            Why::Io(e.to_string())
+        };
+        self.failures.push(Failure { path: path.to_path_buf(), why });
     }
 }
 
@@ -534,24 +716,67 @@ impl Sink for FirstMatch {
     }
 }
 
+/// count and content: what a NUL byte did to one file's search.
+///
+/// A file whose NUL byte the searcher meets before any match is binary and skipped. Met after
+/// matches were found (the searcher meets binary data a buffer at a time, so this is a NUL
+/// some way into a large file), the file keeps its results up to the NUL, and a note says
+/// they stop there. The searcher reads NUL bytes as line breaks and goes on, so the lines
+/// between the last buffer it searched and the NUL are searched too.
+#[derive(Debug, Default)]
+struct BinaryCut {
+    /// Binary before the first match: skipped.
+    skipped: bool,
+    /// The offset of the NUL byte in a file with results before it.
+    nul: Option<u64>,
+}
+
+impl BinaryCut {
+    /// The sink's `binary_data`: whether to go on searching.
+    fn binary_data(&mut self, found: bool, offset: u64) -> bool {
+        if !found {
+            self.skipped = true;
+            return false;
+        }
+        self.nul.get_or_insert(offset);
+        true
+    }
+
+    /// The bytes of a match or context block starting at byte `start` of the file, up to the
+    /// NUL, and whether the NUL was reached (nothing after it is reported: the search stops).
+    fn before_nul<'b>(&self, bytes: &'b [u8], start: u64) -> (&'b [u8], bool) {
+        match self.nul {
+            Some(nul) => {
+                let keep = usize::try_from(nul.saturating_sub(start)).unwrap_or(usize::MAX);
+                if keep < bytes.len() { (&bytes[..keep], true) } else { (bytes, false) }
+            }
+            None => (bytes, false),
+        }
+    }
+}
+
 /// count: matching lines.
 #[derive(Default)]
 struct Counter {
     lines: u64,
-    binary: bool,
+    cut: BinaryCut,
 }
 
 impl Sink for Counter {
     type Error = std::io::Error;
 
     fn matched(&mut self, searcher: &Searcher, mat: &SinkMatch<'_>) -> Result<bool, Self::Error> {
-        self.lines += if searcher.multi_line() { mat.lines().count() as u64 } else { 1 };
-        Ok(true)
+        let (bytes, reached) = self.cut.before_nul(mat.bytes(), mat.absolute_byte_offset());
+        self.lines += if searcher.multi_line() {
+            LineIter::new(b'\n', bytes).count() as u64
+        } else {
+            u64::from(!(reached && bytes.is_empty()))
+        };
+        Ok(!reached)
     }
 
-    fn binary_data(&mut self, _: &Searcher, _: u64) -> Result<bool, Self::Error> {
-        self.binary = true;
-        Ok(false)
+    fn binary_data(&mut self, _: &Searcher, offset: u64) -> Result<bool, Self::Error> {
+        Ok(self.cut.binary_data(self.lines > 0, offset))
     }
 }
 
@@ -599,7 +824,7 @@ impl FileHits {
 #[derive(Default)]
 struct Collect {
     hits: FileHits,
-    binary: bool,
+    cut: BinaryCut,
 }
 
 impl Sink for Collect {
@@ -607,7 +832,8 @@ impl Sink for Collect {
 
     fn matched(&mut self, _: &Searcher, mat: &SinkMatch<'_>) -> Result<bool, Self::Error> {
         let first = mat.line_number().unwrap_or(0);
-        for (i, line) in mat.lines().enumerate() {
+        let (bytes, reached) = self.cut.before_nul(mat.bytes(), mat.absolute_byte_offset());
+        for (i, line) in LineIter::new(b'\n', bytes).enumerate() {
             self.hits.matched_lines += 1;
             if self.hits.kept_lines < MAX_FILE_LINES {
                 self.hits.push(Line::Match(first + i as u64, display_line(line)));
@@ -615,14 +841,15 @@ impl Sink for Collect {
                 self.hits.full = true;
             }
         }
-        Ok(true)
+        Ok(!reached)
     }
 
     fn context(&mut self, _: &Searcher, ctx: &SinkContext<'_>) -> Result<bool, Self::Error> {
-        if self.hits.kept_lines < MAX_FILE_LINES {
-            self.hits.push(Line::Context(ctx.line_number().unwrap_or(0), display_line(ctx.bytes())));
+        let (bytes, reached) = self.cut.before_nul(ctx.bytes(), ctx.absolute_byte_offset());
+        if !bytes.is_empty() && self.hits.kept_lines < MAX_FILE_LINES {
+            self.hits.push(Line::Context(ctx.line_number().unwrap_or(0), display_line(bytes)));
         }
-        Ok(true)
+        Ok(!reached)
     }
 
     fn context_break(&mut self, _: &Searcher) -> Result<bool, Self::Error> {
@@ -632,13 +859,13 @@ impl Sink for Collect {
         Ok(true)
     }
 
-    fn binary_data(&mut self, _: &Searcher, _: u64) -> Result<bool, Self::Error> {
-        self.binary = true;
-        Ok(false)
+    fn binary_data(&mut self, _: &Searcher, offset: u64) -> Result<bool, Self::Error> {
+        Ok(self.cut.binary_data(self.hits.matched_lines > 0, offset))
     }
 }
 
-/// One line as text: without its terminator, cut at [`MAX_LINE_CHARS`] characters.
+/// One line as text: without its terminator (`\n` or `\r\n`, as read shows lines), cut at
+/// [`MAX_LINE_CHARS`] characters.
 fn display_line(bytes: &[u8]) -> String {
     let bytes = bytes.strip_suffix(b"\n").unwrap_or(bytes);
     let bytes = bytes.strip_suffix(b"\r").unwrap_or(bytes);
@@ -697,6 +924,8 @@ struct Accum {
     mode: Mode,
     searched: usize,
     binary: usize,
+    binary_cut: Vec<(PathBuf, u64)>,
+    failures: Vec<Failure>,
     errors: WalkErrors,
     listed: Vec<(SystemTime, PathBuf)>,
     counts: Vec<(PathBuf, u64)>,
@@ -709,6 +938,8 @@ impl Accum {
             mode,
             searched: 0,
             binary: 0,
+            binary_cut: Vec::new(),
+            failures: Vec::new(),
             errors: WalkErrors::default(),
             listed: Vec::new(),
             counts: Vec::new(),
@@ -719,10 +950,57 @@ impl Accum {
     fn merge(&mut self, v: GrepVisitor<'_>) {
         self.searched += v.searched;
         self.binary += v.binary;
+        self.binary_cut.extend(v.binary_cut);
+        self.failures.extend(v.failures);
+        self.failures.sort();
         self.errors.merge(v.errors);
         self.listed.extend(v.listed);
         self.counts.extend(v.counts);
         self.content.merge(v.content);
+    }
+
+    /// At most this many files are named in each of the notes below.
+    const NOTE_FILES: usize = 3;
+
+    /// One note per file whose results stop at a NUL byte found after its first matches.
+    fn binary_cut_notes(&mut self, shown: &Path, real: &Path) -> Vec<String> {
+        self.binary_cut.sort();
+        let mut notes: Vec<String> = self
+            .binary_cut
+            .iter()
+            .take(Self::NOTE_FILES)
+            .map(|(p, nul)| {
+                format!(
+                    "[{}: a NUL byte at byte {nul} marks it as binary; its results stop there]",
+                    walk::clip_path(shown, &walk::shown_path(shown, real, p))
+                )
+            })
+            .collect();
+        let more = self.binary_cut.len().saturating_sub(Self::NOTE_FILES);
+        if more > 0 {
+            let files = if more == 1 { "file" } else { "files" };
+            notes.push(format!(
+                "[{more} more {files} turned binary (a NUL byte) after their first matches; their results stop at it]"
+            ));
+        }
+        notes
+    }
+
+    /// The files that could not be searched (to the end), or `None`.
+    fn failure_note(&self, shown: &Path, real: &Path) -> Option<String> {
+        let n = self.failures.len();
+        if n == 0 {
+            return None;
+        }
+        let examples: Vec<String> = self
+            .failures
+            .iter()
+            .take(Self::NOTE_FILES)
+            .map(|f| format!("{} ({})", walk::clip_path(shown, &walk::shown_path(shown, real, &f.path)), f.why.brief()))
+            .collect();
+        let files = if n == 1 { "file" } else { "files" };
+        let more = if n > examples.len() { format!("; and {} more", n - examples.len()) } else { String::new() };
+        Some(format!("[{n} {files} could not be searched: {}{more}]", examples.join("; ")))
     }
 
     /// Write the results into `text`; false when nothing matched.
@@ -842,7 +1120,7 @@ fn no_match_hint(
             walk::skipped_summary(filters, &ctx.config.workspace.ignore)
         );
         if let Some(g) = args.glob.as_deref().filter(|g| !g.is_empty()) {
-            h.push_str(&format!("; only files matching the glob `{g}`"));
+            h.push_str(&format!("; only files matching the glob `{}`", walk::clip(g)));
         }
         h.push(')');
         h
@@ -865,11 +1143,17 @@ fn no_match_hint(
 mod tests {
     use super::*;
 
+    fn matcher(pattern: &str, multiline: bool) -> Result<RegexMatcher, ToolError> {
+        let checked = check_syntax(pattern, false, multiline)?;
+        build_matcher(pattern, &checked, false, multiline)
+    }
+
     fn code(pattern: &str) -> ErrorCode {
-        check_syntax(pattern, false, false)
-            .and_then(|_| build_matcher(pattern, false, false).map(|_| ()))
-            .unwrap_err()
-            .code
+        matcher(pattern, false).unwrap_err().code
+    }
+
+    fn is_match(pattern: &str, haystack: &[u8]) -> bool {
+        grep_matcher::Matcher::is_match(&matcher(pattern, false).unwrap(), haystack).unwrap()
     }
 
     #[test]
@@ -903,8 +1187,127 @@ mod tests {
         assert_eq!(code("(a{1000}){1000}"), ErrorCode::RegexTooLarge);
         let deep = format!("{}a{}", "(".repeat(300), ")".repeat(300));
         assert_eq!(code(&deep), ErrorCode::RegexTooLarge);
-        assert!(build_matcher(r"a\nb", false, true).is_ok());
-        assert!(build_matcher(r"(?<name>x)", false, false).is_ok());
+        assert!(matcher(r"a\nb", true).is_ok());
+        assert!(matcher(r"(?<name>x)", false).is_ok());
+    }
+
+    #[test]
+    fn verbose_comments_survive_grep_regex_wrapping() {
+        // grep-regex parses `(?:PATTERN)`: a comment running to the end would swallow the `)`.
+        assert!(is_match("(?x)hit#", b"a hit\n"));
+        assert!(is_match("(?x) h i t # the word", b"a hit\n"));
+        assert!(is_match("(?x)hit # one\n # two", b"a hit\n"));
+        assert!(!is_match("(?x)hit#", b"a miss\n"));
+        assert_eq!(check_syntax("(?x)hit#", false, false).unwrap(), "(?x)hit#\n");
+        assert_eq!(check_syntax("(?x)hit#c\n", false, false).unwrap(), "(?x)hit#c\n");
+        assert_eq!(check_syntax("a#b", false, false).unwrap(), "a#b");
+        // A literal line break after a comment that ended is not added to: still refused.
+        assert_eq!(code("(?x)a#c\n(?-x)\n"), ErrorCode::InvalidRegex);
+    }
+
+    #[test]
+    fn errors_never_quote_the_wrapper() {
+        // The deepest nesting accepted alone is accepted with grep-regex's group around it.
+        let deep = format!("{}a{}", "(".repeat(249), ")".repeat(249));
+        assert!(matcher(&deep, false).is_ok());
+        for p in ["(?x)hit#", "foo(", "(?x)a#(", &format!("{}a{}", "(".repeat(300), ")".repeat(300))] {
+            if let Err(e) = matcher(p, false) {
+                assert!(!e.message.contains("(?:"), "{p}: {}", e.message);
+            }
+        }
+        let e = matcher("(?x)foo(#", false).unwrap_err();
+        assert!(e.message.contains("unclosed group") && !e.message.contains("(?:"), "{}", e.message);
+        assert_eq!(
+            matcher_error("regex parse error:\n    (?:x\n    ^\nerror: unclosed group"),
+            "error: unclosed group"
+        );
+    }
+
+    #[test]
+    fn anchors_match_before_crlf() {
+        assert!(is_match("here$", b"end here\r\n"));
+        assert!(is_match("^more$", b"end here\r\nmore\r\n"));
+        assert!(is_match("here$", b"end here\n"));
+        assert!(!is_match("here$", b"here not\r\n"));
+        assert!(matcher("here$", true).is_ok_and(|m| grep_matcher::Matcher::is_match(&m, b"end here\r\n").unwrap()));
+        // A `\r` in the pattern is allowed (only `\n` is a line break to a line search).
+        assert!(is_match(r"here\r", b"end here\r\n"));
+    }
+
+    #[test]
+    fn long_patterns_give_bounded_errors() {
+        let long = "a".repeat(200_000);
+        for p in [
+            format!("{long}("),
+            format!("({long}"),
+            format!("{long}(?=x){long}"),
+            format!("(?<!{long}){long}"),
+            format!("({long})\\1"),
+            format!(r"{long}\n"),
+            format!("({long}){{1000}}"),
+            format!(r"{long}\p{{Nope}}"),
+            format!("{}{long}{}", "(".repeat(300), ")".repeat(300)),
+        ] {
+            let e = matcher(&p, false).unwrap_err();
+            assert!(e.message.len() < 2000, "{} characters: {}", e.message.len(), &e.message[..300]);
+            assert!(e.message.contains("…(") && e.message.contains(" more characters)"), "{}", e.message);
+        }
+        let e = matcher(&format!("{long}("), false).unwrap_err();
+        assert!(e.message.contains("regex parse error at character 200001 of 200001:"), "{}", e.message);
+        assert!(
+            e.message.contains(&format!("\n    …{}(\n    {}^\nerror: unclosed group", "a".repeat(60), " ".repeat(61))),
+            "{}",
+            e.message
+        );
+    }
+
+    #[test]
+    fn a_line_over_the_heap_limit_keeps_the_results_before_it() {
+        // A fixture a conformance case cannot make: a short line, then one over 64 MiB.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x.txt");
+        let mut data = b"hit\n".to_vec();
+        data.resize(data.len() + HEAP_LIMIT + 1, b'a');
+        data.extend_from_slice(b"\nhit\n");
+        std::fs::write(&path, &data).unwrap();
+        let m = matcher("hit", false).unwrap();
+        for mode in [Mode::Count, Mode::Content] {
+            let b = searcher_builder(mode, 0, false);
+            let mut v = GrepVisitor::new(&b, &m, mode);
+            v.search(path.clone());
+            assert_eq!(v.searched, 0, "a failed search is not counted as searched");
+            assert_eq!(v.failures, vec![Failure { path: path.clone(), why: Why::LongLine }]);
+            let mut acc = Accum::new(mode);
+            acc.merge(v);
+            let (mut text, mut truncated) = (String::new(), false);
+            assert!(acc.render(dir.path(), dir.path(), false, &mut text, &mut truncated));
+            let shown = path.display();
+            let expected = if mode == Mode::Count { format!("{shown}:1\n") } else { format!("{shown}:1:hit\n") };
+            assert_eq!(text, expected);
+            let note = acc.failure_note(dir.path(), dir.path()).unwrap();
+            assert_eq!(
+                note,
+                format!(
+                    "[1 file could not be searched: {shown} (it has a line longer than 64 MiB; only the lines before \
+                     it were searched)]"
+                )
+            );
+        }
+    }
+
+    #[test]
+    fn binary_cut_stops_at_the_nul() {
+        let mut cut = BinaryCut::default();
+        assert_eq!(cut.before_nul(b"abc\n", 100), (&b"abc\n"[..], false));
+        assert!(cut.binary_data(true, 102));
+        assert_eq!(cut.before_nul(b"abc\n", 100), (&b"ab"[..], true));
+        assert_eq!(cut.before_nul(b"abc\n", 102), (&b""[..], true));
+        assert_eq!(cut.before_nul(b"abc\n", 90), (&b"abc\n"[..], false));
+        assert!(cut.binary_data(true, 500), "only the first NUL counts");
+        assert_eq!(cut.nul, Some(102));
+        let mut none = BinaryCut::default();
+        assert!(!none.binary_data(false, 7), "binary before any match: skip the file");
+        assert!(none.skipped && none.nul.is_none());
     }
 
     #[test]

@@ -5,6 +5,7 @@
 //! A directory named explicitly as the root of a walk is always walked, as ripgrep searches
 //! an explicit path even when an ignore rule covers it; the rules apply to what lies below.
 
+use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -16,6 +17,55 @@ use super::glob::{BUILTIN_IGNORED, is_builtin_ignored};
 use super::suggest::not_found;
 use super::{ErrorCode, ToolContext, ToolError, io_error};
 use crate::sandbox::Resolved;
+
+/// Text the model sent (a pattern, a glob, a path) is quoted back in messages up to this many
+/// characters: output stays bounded however long the argument.
+pub(crate) const ECHO_CHARS: usize = 200;
+
+/// `text` as quoted in a message: whole when short, else its first [`ECHO_CHARS`] characters
+/// and how many more there were.
+pub(crate) fn clip(text: &str) -> Cow<'_, str> {
+    match text.char_indices().nth(ECHO_CHARS) {
+        None => Cow::Borrowed(text),
+        Some((cut, _)) => {
+            let more = text[cut..].chars().count();
+            Cow::Owned(format!("{}…({more} more characters)", &text[..cut]))
+        }
+    }
+}
+
+/// A path as quoted in a message, cut as [`clip`] cuts text. Below `base` (the directory
+/// searched), only the part below it is cut: the message reads the same whatever the length
+/// of the directory's own path.
+pub(crate) fn clip_path(base: &Path, path: &Path) -> String {
+    match path.strip_prefix(base) {
+        Ok(rest) if !rest.as_os_str().is_empty() => {
+            format!("{}/{}", base.display().to_string().trim_end_matches('/'), clip(&rest.display().to_string()))
+        }
+        _ => clip(&path.display().to_string()).into_owned(),
+    }
+}
+
+/// An error from code shared with the other tools (path resolution, "did you mean"), whose
+/// message quotes the argument whole: any over-long word in it (a path, a pattern) is cut as
+/// [`clip`] cuts text, so that the message stays bounded.
+pub(crate) fn bounded(mut err: ToolError) -> ToolError {
+    if err.message.split_whitespace().all(|w| w.chars().count() <= ECHO_CHARS) {
+        return err;
+    }
+    let mut out = String::with_capacity(err.message.len().min(4096));
+    let mut rest = err.message.as_str();
+    while !rest.is_empty() {
+        let space = rest.find(|c: char| !c.is_whitespace()).unwrap_or(rest.len());
+        out.push_str(&rest[..space]);
+        rest = &rest[space..];
+        let word = rest.find(char::is_whitespace).unwrap_or(rest.len());
+        out.push_str(&clip(&rest[..word]));
+        rest = &rest[word..];
+    }
+    err.message = out;
+    err
+}
 
 /// How many walker threads: what ripgrep uses (the available cores, at most 12).
 pub(crate) fn threads() -> usize {
@@ -214,12 +264,12 @@ pub(crate) fn resolve_existing(
     raw: Option<&str>,
 ) -> Result<(Resolved, std::fs::Metadata), ToolError> {
     let resolved = match raw {
-        Some(raw) => ctx.workspace.resolve("path", raw)?,
+        Some(raw) => ctx.workspace.resolve("path", raw).map_err(|e| bounded(e.into()))?,
         None => Resolved { shown: ctx.workspace.root().to_path_buf(), real: ctx.workspace.root().to_path_buf() },
     };
     match std::fs::metadata(&resolved.real) {
         Ok(md) => Ok((resolved, md)),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(not_found(ctx.workspace, &resolved.shown)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(bounded(not_found(ctx.workspace, &resolved.shown))),
         Err(e) => Err(io_error("search", &resolved.shown, &e)),
     }
 }
@@ -243,6 +293,37 @@ mod tests {
         assert_eq!(p, PathBuf::from("/link/ws/a/b.rs"));
         let same = shown_path(Path::new("/ws"), Path::new("/ws"), Path::new("/ws"));
         assert_eq!(same, PathBuf::from("/ws"));
+    }
+
+    #[test]
+    fn clip_bounds_echoed_text() {
+        assert_eq!(clip("short"), "short");
+        let exact = "é".repeat(ECHO_CHARS);
+        assert_eq!(clip(&exact), exact.as_str());
+        let long = "é".repeat(ECHO_CHARS + 5000);
+        let c = clip(&long);
+        assert!(c.starts_with(&exact), "{c}");
+        assert!(c.ends_with("…(5000 more characters)"), "{c}");
+        assert_eq!(c.chars().count(), ECHO_CHARS + "…(5000 more characters)".len() - 2);
+    }
+
+    #[test]
+    fn clip_path_cuts_below_the_base() {
+        let long = "d/".repeat(150);
+        let p = Path::new("/ws").join(&long);
+        assert_eq!(clip_path(Path::new("/ws"), &p), format!("/ws/{}", clip(long.trim_end_matches('/'))));
+        assert_eq!(clip_path(Path::new("/"), Path::new("/a")), "/a");
+        assert_eq!(clip_path(Path::new("/ws"), Path::new("/ws")), "/ws");
+        assert_eq!(clip_path(Path::new("/other"), Path::new("/ws/a")), "/ws/a");
+    }
+
+    #[test]
+    fn bounded_cuts_only_long_words() {
+        let short = ToolError::new(ErrorCode::NotFound, "a b  c");
+        assert_eq!(bounded(short).message, "a b  c");
+        let long = format!("{} is outside\nthe workspace.", "/x".repeat(1000));
+        let m = bounded(ToolError::new(ErrorCode::OutsideWorkspace, long)).message;
+        assert!(m.ends_with("…(1800 more characters) is outside\nthe workspace."), "{m}");
     }
 
     #[test]
