@@ -212,28 +212,32 @@ fn scan(reader: &mut impl std::io::BufRead, offset: u64, limit: u64, max_chars: 
     };
     let last_wanted = offset.saturating_add(limit - 1);
     let mut line = Vec::new();
-    // Phase 1: line by line, until the requested range is delivered.
+    // Phase 1: line by line, until the requested range is delivered. A line keeps at most
+    // enough bytes to show its first MAX_LINE_CHARS characters: a 200 MB line costs no memory.
+    let mut last_byte = None;
     loop {
-        line.clear();
-        let n = reader.read_until(b'\n', &mut line)?;
-        if n == 0 {
-            break;
-        }
-        hasher.update(&line);
-        s.size += n as u64;
+        let keep = if s.total_lines + 1 >= offset { LINE_KEEP_BYTES } else { 0 };
+        let Some(end) = next_line(reader, &mut hasher, keep, &mut line)? else { break };
+        last_byte = Some(end.last);
+        s.size += end.len;
         s.total_lines += 1;
         let no = s.total_lines;
-        let mut content = line.as_slice();
-        if let Some(rest) = content.strip_suffix(b"\n") {
-            content = rest;
-            if let Some(rest) = content.strip_suffix(b"\r") {
-                content = rest;
-                s.crlf_lines += 1;
-            } else {
-                s.lf_lines += 1;
-            }
+        match (end.newline, end.cr) {
+            (true, true) => s.crlf_lines += 1,
+            (true, false) => s.lf_lines += 1,
+            _ => {}
         }
         if no >= offset && !s.hit_char_cap {
+            let content = if end.clipped {
+                // The prefix may end inside a multi-byte character: drop that partial tail.
+                match std::str::from_utf8(&line) {
+                    Err(e) if e.error_len().is_none() => &line[..e.valid_up_to()],
+                    _ => &line[..],
+                }
+            } else {
+                let c = line.strip_suffix(b"\n").unwrap_or(&line);
+                if end.cr { c.strip_suffix(b"\r").unwrap_or(c) } else { c }
+            };
             let text = String::from_utf8_lossy(content);
             if matches!(text, std::borrow::Cow::Owned(_)) && s.first_invalid_utf8.is_none() {
                 s.first_invalid_utf8 = Some(no);
@@ -255,7 +259,6 @@ fn scan(reader: &mut impl std::io::BufRead, offset: u64, limit: u64, max_chars: 
         }
     }
     // Phase 2: the rest only needs hashing and counting; do it in big chunks.
-    let mut last_byte = line.last().copied();
     let mut buf = vec![0u8; 256 * 1024];
     let mut rest_bytes = 0u64;
     loop {
@@ -283,6 +286,68 @@ fn scan(reader: &mut impl std::io::BufRead, offset: u64, limit: u64, max_chars: 
     s.size += rest_bytes;
     s.sha256 = fsutil::hex(&hasher.finalize());
     Ok(s)
+}
+
+/// Bytes of one line kept for display: enough for MAX_LINE_CHARS characters of UTF-8, and one
+/// more character so that a cut is detected.
+const LINE_KEEP_BYTES: usize = (MAX_LINE_CHARS + 1) * 4;
+
+/// How one line ended.
+struct LineEnd {
+    /// Bytes of the line, newline included.
+    len: u64,
+    newline: bool,
+    /// The newline was `\r\n`.
+    cr: bool,
+    /// Longer than the bytes kept.
+    clipped: bool,
+    last: u8,
+}
+
+/// Read one line: hash all of it, keep at most `keep` bytes of it in `out`. `None` at the end.
+fn next_line(
+    reader: &mut impl std::io::BufRead,
+    hasher: &mut Sha256,
+    keep: usize,
+    out: &mut Vec<u8>,
+) -> std::io::Result<Option<LineEnd>> {
+    out.clear();
+    let (mut len, mut tail) = (0u64, [0u8; 2]);
+    loop {
+        let buf = reader.fill_buf()?;
+        if buf.is_empty() {
+            break;
+        }
+        let (chunk, done) = match memchr::memchr(b'\n', buf) {
+            Some(i) => (&buf[..=i], true),
+            None => (buf, false),
+        };
+        hasher.update(chunk);
+        let room = keep.saturating_sub(out.len());
+        out.extend_from_slice(&chunk[..chunk.len().min(room)]);
+        tail = match chunk {
+            [.., a, b] => [*a, *b],
+            [b] => [tail[1], *b],
+            [] => tail,
+        };
+        let n = chunk.len();
+        len += n as u64;
+        reader.consume(n);
+        if done {
+            break;
+        }
+    }
+    if len == 0 {
+        return Ok(None);
+    }
+    let newline = tail[1] == b'\n';
+    Ok(Some(LineEnd {
+        len,
+        newline,
+        cr: newline && len >= 2 && tail[0] == b'\r',
+        clipped: len > out.len() as u64,
+        last: tail[1],
+    }))
 }
 
 /// A line as read shows it: cut at [`MAX_LINE_CHARS`] with [`LINE_CUT_MARKER`]; whether it was cut.
@@ -410,6 +475,31 @@ mod tests {
         let long = "x".repeat(MAX_LINE_CHARS + 1);
         let s = scan_str(&format!("a\n{long}\nb\nc\n{long}\n"), 1, 2000);
         assert_eq!(s.seen_in_full(), vec![(1, 1), (3, 4)]);
+    }
+
+    #[test]
+    fn a_huge_line_is_not_kept_whole() {
+        let huge = format!("{}é\n", "y".repeat(1_000_000));
+        let s = scan_str(&format!("a\r\n{huge}b\r\n"), 2, 1);
+        assert_eq!(s.total_lines, 3);
+        assert_eq!((s.crlf_lines, s.lf_lines), (2, 1));
+        assert_eq!(s.cut, vec![2]);
+        assert!(s.body.len() < LINE_KEEP_BYTES, "{}", s.body.len());
+        assert_eq!(s.first_invalid_utf8, None);
+        let mut buf = Vec::new();
+        let end =
+            next_line(&mut std::io::Cursor::new(huge.as_bytes()), &mut Sha256::new(), 10, &mut buf).unwrap().unwrap();
+        assert!(end.clipped && end.newline && !end.cr);
+        assert_eq!(buf.len(), 10);
+    }
+
+    #[test]
+    fn clipped_prefix_ending_mid_character_is_not_invalid_utf8() {
+        // 'é' is two bytes: put one of them right at the keep boundary.
+        let line = format!("{}é{}\n", "x".repeat(LINE_KEEP_BYTES - 1), "z".repeat(10));
+        let s = scan_str(&line, 1, 1);
+        assert_eq!(s.first_invalid_utf8, None);
+        assert_eq!(s.cut, vec![1]);
     }
 
     #[test]
