@@ -135,6 +135,22 @@ fn exact_near_miss(text: &str, needle: &str) -> Option<String> {
             "old_string starts its lines with line numbers copied from read's output (`12\\t`); they are not part of the file. Without them, old_string matches {at}. Leave out the number and the tab after it on every line."
         ));
     }
+    if !needle.is_ascii() {
+        use unicode_normalization::UnicodeNormalization as _;
+        let forms = [
+            ("decomposed (NFD: a letter followed by a combining mark)", needle.nfd().collect::<String>()),
+            ("precomposed (NFC: one code point per accented letter)", needle.nfc().collect::<String>()),
+        ];
+        for (file_form, converted) in forms {
+            if converted != needle
+                && let Some(at) = where_found(text, &converted)
+            {
+                return Some(format!(
+                    "old_string and the file spell some characters in different Unicode forms: the file has them {file_form}, old_string the other way. They look the same but are different bytes. Written in the file's form, old_string matches {at}. Copy the text from read's output exactly (in JSON a combining mark can be written as an escape, e.g. \\u0301)."
+                ));
+            }
+        }
+    }
     if !needle.contains('\n') && needle.contains("\\n") {
         let unescaped = needle.replace("\\r", "\r").replace("\\n", "\n").replace("\\t", "\t").replace("\\\"", "\"");
         if let Some(at) = where_found(text, &unescaped) {
@@ -821,6 +837,15 @@ mod tests {
         let msg = explain(&numbered(50), "SELECT name FROM customers WHERE id = 7", "q", "/w/f");
         assert!(msg.contains("Nothing in the file is close") || msg.contains("No line of the file"), "{msg}");
         assert!(msg.contains("\"pattern\": \"customers\""), "{msg}");
+    }
+
+    #[test]
+    fn unicode_normalization_is_named() {
+        let msg = explain("let s = \"cafe\u{301}\";\n", "\"caf\u{e9}\"", "x", "/w/f");
+        assert!(msg.contains("decomposed (NFD"), "{msg}");
+        assert!(msg.contains("matches exactly once, at line 1"), "{msg}");
+        let msg = explain("let s = \"caf\u{e9}\";\n", "\"cafe\u{301}\"", "x", "/w/f");
+        assert!(msg.contains("precomposed (NFC"), "{msg}");
     }
 
     #[test]
