@@ -134,7 +134,7 @@ fn glob(ctx: &ToolContext<'_>, args: &Args) -> Result<ToolOutput, ToolError> {
     } else {
         for (_, p) in files.iter().take(MAX_RESULTS) {
             let shown = walk::shown_path(&root_shown, &root_real, p);
-            text.push_str(&shown.to_string_lossy());
+            text.push_str(&super::path_line(&shown));
             text.push('\n');
         }
         if total > MAX_RESULTS {

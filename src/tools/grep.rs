@@ -746,7 +746,7 @@ impl Accum {
 
     /// Write the results into `text`; false when nothing matched.
     fn render(&mut self, shown: &Path, real: &Path, context: bool, text: &mut String, truncated: &mut bool) -> bool {
-        let show = |p: &Path| walk::shown_path(shown, real, p).to_string_lossy().into_owned();
+        let show = |p: &Path| super::path_line(&walk::shown_path(shown, real, p));
         const NARROW: &str =
             "Narrow with glob (e.g. \"glob\": \"*.rs\"), a path to a subdirectory or file, or a more specific pattern.";
         match self.mode {

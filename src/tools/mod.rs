@@ -326,3 +326,33 @@ pub(crate) fn human_bytes(n: u64) -> String {
 pub(crate) fn plural(n: u64, one: &str, many: &str) -> String {
     if n == 1 { format!("1 {one}") } else { format!("{n} {many}") }
 }
+
+/// A path as (part of) one output line. Control characters (a newline in a file name would split
+/// the line) are written as the JSON escapes a model would use to name the file again.
+pub(crate) fn path_line(path: &Path) -> String {
+    let s = path.to_string_lossy();
+    if !s.chars().any(char::is_control) {
+        return s.into_owned();
+    }
+    s.chars()
+        .map(|c| match c {
+            '\n' => "\\n".to_string(),
+            '\r' => "\\r".to_string(),
+            '\t' => "\\t".to_string(),
+            c if c.is_control() => format!("\\u{:04x}", u32::from(c)),
+            c => c.to_string(),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn control_characters_in_names_are_escaped() {
+        assert_eq!(path_line(Path::new("/ws/a.rs")), "/ws/a.rs");
+        assert_eq!(path_line(Path::new("/ws/new\nline.txt")), "/ws/new\\nline.txt");
+        assert_eq!(path_line(Path::new("/ws/bell\u{7}")), "/ws/bell\\u0007");
+    }
+}

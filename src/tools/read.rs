@@ -363,7 +363,10 @@ fn render(shown: &Path, s: &Scan, offset: u64, limit_given: bool) -> (String, bo
     let hash = fsutil::short(&s.sha256);
     let lines = super::plural(total, "line", "lines");
     if total == 0 {
-        return (format!("[read {} · sha256 {hash} · 0 lines · full]\n{EMPTY_MARKER}\n", shown.display()), false);
+        return (
+            format!("[read {} · sha256 {hash} · 0 lines · full]\n{EMPTY_MARKER}\n", super::path_line(shown)),
+            false,
+        );
     }
     let (first, last) = s.shown_range().unwrap_or((offset, offset));
     let reached_end = last >= total;
@@ -377,7 +380,7 @@ fn render(shown: &Path, s: &Scan, offset: u64, limit_given: bool) -> (String, bo
     } else {
         format!("range {first}-{last}")
     };
-    let mut out = format!("[read {} · sha256 {hash} · {lines} · {mode}]\n", shown.display());
+    let mut out = format!("[read {} · sha256 {hash} · {lines} · {mode}]\n", super::path_line(shown));
     if s.crlf_lines > 0 {
         let note = if s.lf_lines > 0 {
             format!("mixed line endings ({} CRLF, {} LF); CR is not shown", s.crlf_lines, s.lf_lines)
