@@ -153,14 +153,14 @@ fn grep(ctx: &ToolContext<'_>, args: &Args) -> Result<ToolOutput, ToolError> {
         }
         let mut v = GrepVisitor::new(&searcher, &matcher, mode);
         v.search(target.real.clone());
-        acc.merge(v);
+        acc.merge(v.acc);
     } else if md.is_dir() {
         if let Some(g) = glob {
             filters.overrides = Some(glob_filter(g, &target.shown, &target.real)?);
         }
         let builder = walk::builder(&target.real, &filters);
         for v in walk::run(&builder, || GrepVisitor::new(&searcher, &matcher, mode)) {
-            acc.merge(v);
+            acc.merge(v.acc);
         }
     } else {
         return Err(ToolError::new(
@@ -282,18 +282,7 @@ fn glob_filter(glob: &str, shown: &Path, real: &Path) -> Result<ignore::override
 struct GrepVisitor<'a> {
     searcher: Searcher,
     matcher: &'a RegexMatcher,
-    mode: Mode,
-    /// Files searched to the end (binary ones included), not those that failed.
-    searched: usize,
-    binary: usize,
-    /// Files with results that turned out binary later on: where their NUL byte is.
-    binary_cut: Vec<(PathBuf, u64)>,
-    /// Files that could not be searched (to the end).
-    failures: Vec<Failure>,
-    errors: WalkErrors,
-    listed: Vec<(SystemTime, PathBuf)>,
-    counts: Vec<(PathBuf, u64)>,
-    content: ContentTop,
+    acc: Accum,
 }
 
 /// A file that could not be searched, or not to the end.
@@ -345,39 +334,27 @@ impl Why {
 
 impl<'a> GrepVisitor<'a> {
     fn new(builder: &SearcherBuilder, matcher: &'a RegexMatcher, mode: Mode) -> Self {
-        GrepVisitor {
-            searcher: builder.build(),
-            matcher,
-            mode,
-            searched: 0,
-            binary: 0,
-            binary_cut: Vec::new(),
-            failures: Vec::new(),
-            errors: WalkErrors::default(),
-            listed: Vec::new(),
-            counts: Vec::new(),
-            content: ContentTop::default(),
-        }
+        GrepVisitor { searcher: builder.build(), matcher, acc: Accum::new(mode) }
     }
 
     fn search(&mut self, path: PathBuf) {
         let file = match File::open(&path) {
             Ok(f) => f,
             Err(e) => {
-                self.failures.push(Failure { path, why: Why::Io(e.to_string()) });
+                self.acc.failures.push(Failure { path, why: Why::Io(e.to_string()) });
                 return;
             }
         };
-        match self.mode {
+        match self.acc.mode {
             Mode::FilesWithMatches => {
                 let mut sink = FirstMatch::default();
                 let res = self.searcher.search_file(self.matcher, &file, &mut sink);
                 self.finished(&path, res);
                 if sink.matched {
                     let time = file.metadata().and_then(|m| m.modified()).unwrap_or(SystemTime::UNIX_EPOCH);
-                    self.listed.push((time, path));
+                    self.acc.listed.push((time, path));
                 } else if sink.binary {
-                    self.binary += 1;
+                    self.acc.binary += 1;
                 }
             }
             Mode::Count => {
@@ -386,11 +363,11 @@ impl<'a> GrepVisitor<'a> {
                 self.finished(&path, res);
                 if sink.lines > 0 {
                     if let Some(nul) = sink.cut.nul {
-                        self.binary_cut.push((path.clone(), nul));
+                        self.acc.binary_cut.push((path.clone(), nul));
                     }
-                    self.counts.push((path, sink.lines));
+                    self.acc.counts.push((path, sink.lines));
                 } else if sink.cut.skipped {
-                    self.binary += 1;
+                    self.acc.binary += 1;
                 }
             }
             Mode::Content => {
@@ -399,11 +376,11 @@ impl<'a> GrepVisitor<'a> {
                 self.finished(&path, res);
                 if sink.hits.matched_lines > 0 {
                     if let Some(nul) = sink.cut.nul {
-                        self.binary_cut.push((path.clone(), nul));
+                        self.acc.binary_cut.push((path.clone(), nul));
                     }
-                    self.content.insert(path, sink.hits);
+                    self.acc.content.insert(path, sink.hits);
                 } else if sink.cut.skipped {
-                    self.binary += 1;
+                    self.acc.binary += 1;
                 }
             }
         }
@@ -413,7 +390,7 @@ impl<'a> GrepVisitor<'a> {
     /// before it failed is kept (the failures note says where it stopped).
     fn finished(&mut self, path: &Path, res: std::io::Result<()>) {
         let Err(e) = res else {
-            self.searched += 1;
+            self.acc.searched += 1;
             return;
         };
         let why = if e.to_string().contains("allocation limit") {
@@ -421,7 +398,7 @@ impl<'a> GrepVisitor<'a> {
         } else {
             Why::Io(e.to_string())
         };
-        self.failures.push(Failure { path: path.to_path_buf(), why });
+        self.acc.failures.push(Failure { path: path.to_path_buf(), why });
     }
 }
 
@@ -432,7 +409,7 @@ impl FileVisitor for GrepVisitor<'_> {
     }
 
     fn error(&mut self, err: ignore::Error) {
-        self.errors.push(err.to_string());
+        self.acc.errors.push(err.to_string());
     }
 }
 
@@ -660,12 +637,15 @@ impl ContentTop {
     }
 }
 
-/// Everything found, from all threads.
+/// Everything found: by one thread, then merged for all.
 struct Accum {
     mode: Mode,
+    /// Files searched to the end (binary ones included), not those that failed.
     searched: usize,
     binary: usize,
+    /// Files with results that turned out binary later on: where their NUL byte is.
     binary_cut: Vec<(PathBuf, u64)>,
+    /// Files that could not be searched (to the end).
     failures: Vec<Failure>,
     errors: WalkErrors,
     listed: Vec<(SystemTime, PathBuf)>,
@@ -688,7 +668,7 @@ impl Accum {
         }
     }
 
-    fn merge(&mut self, v: GrepVisitor<'_>) {
+    fn merge(&mut self, v: Accum) {
         self.searched += v.searched;
         self.binary += v.binary;
         self.binary_cut.extend(v.binary_cut);
@@ -1017,10 +997,10 @@ mod tests {
             let b = searcher_builder(mode, 0, false);
             let mut v = GrepVisitor::new(&b, &m, mode);
             v.search(path.clone());
-            assert_eq!(v.searched, 0, "a failed search is not counted as searched");
-            assert_eq!(v.failures, vec![Failure { path: path.clone(), why: Why::LongLine }]);
+            assert_eq!(v.acc.searched, 0, "a failed search is not counted as searched");
+            assert_eq!(v.acc.failures, vec![Failure { path: path.clone(), why: Why::LongLine }]);
             let mut acc = Accum::new(mode);
-            acc.merge(v);
+            acc.merge(v.acc);
             let (mut text, mut truncated) = (String::new(), false);
             assert!(acc.render(dir.path(), dir.path(), false, &mut text, &mut truncated));
             let shown = path.display();
