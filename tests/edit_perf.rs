@@ -6,14 +6,12 @@
 // Test helpers: a failed unwrap is a failed test.
 #![allow(clippy::unwrap_used)]
 
+mod common;
+
 use std::time::{Duration, Instant};
 
-use abhed::agent::execute;
-use abhed::config::Config;
-use abhed::model::ToolCall;
-use abhed::sandbox::Workspace;
-use abhed::store::Store;
-use abhed::tools::{ErrorCode, Registry, ToolContext};
+use abhed::tools::ErrorCode;
+use common::Harness;
 
 const LINES: usize = 100_000;
 
@@ -23,24 +21,16 @@ fn big_file() -> String {
 
 /// Best of a few runs of `f`, each on a fresh copy of the file.
 fn time_edit(args: impl Fn(&str) -> serde_json::Value, expect_ok: bool) -> Duration {
-    let tmp = tempfile::tempdir().unwrap();
-    let ws = tmp.path().canonicalize().unwrap();
-    let path = ws.join("big.rs");
-    let p = path.display().to_string();
-    let store = Store::open(&ws.join("abhed.db")).unwrap();
-    let workspace = Workspace::new(&ws, &[]).unwrap();
-    let config = Config::default();
-    let registry = Registry::native();
+    let h = Harness::new();
+    let path = h.ws.join("big.rs");
+    let p = h.path("big.rs");
     let mut best = Duration::MAX;
     for _ in 0..5 {
         std::fs::write(&path, big_file()).unwrap();
-        let session = store.create_session(&ws).unwrap();
-        let ctx = ToolContext { workspace: &workspace, config: &config, session: &session };
-        let read = ToolCall { name: "read".into(), arguments: serde_json::json!({"path": p, "limit": 5}).to_string() };
-        assert!(execute(&registry, &ctx, &read).unwrap().ok());
-        let edit = ToolCall { name: "edit".into(), arguments: args(&p).to_string() };
+        let session = h.session();
+        assert!(h.call(&session, "read", serde_json::json!({"path": p, "limit": 5})).ok());
         let t = Instant::now();
-        let out = execute(&registry, &ctx, &edit).unwrap();
+        let out = h.call(&session, "edit", args(&p));
         let took = t.elapsed();
         assert_eq!(out.ok(), expect_ok, "{}", out.text());
         if !expect_ok {

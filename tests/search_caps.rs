@@ -4,54 +4,35 @@
 // The helpers below are test code outside #[test] functions.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::fs::File;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, SystemTime};
 
-use abhed::agent;
-use abhed::config::Config;
-use abhed::model::ToolCall;
-use abhed::sandbox::Workspace;
-use abhed::store::Store;
-use abhed::tools::{Registry, ToolContext, ToolOutput};
+use abhed::tools::ToolOutput;
+use common::Harness;
 
 const FILES: usize = 1100;
 
-struct Fixture {
-    _tmp: tempfile::TempDir,
-    ws: PathBuf,
-    db: PathBuf,
-}
-
 /// 1100 files `d{i/100}/f{i}.txt`, file i modified i seconds after a fixed base, each holding
 /// two matching lines.
-fn fixture() -> Fixture {
-    let tmp = tempfile::tempdir().unwrap();
-    let ws = tmp.path().join("ws");
-    std::fs::create_dir(&ws).unwrap();
-    let ws = ws.canonicalize().unwrap();
+fn fixture() -> Harness {
+    let h = Harness::new();
     let base = SystemTime::UNIX_EPOCH + Duration::from_secs(1_767_225_600);
     for i in 0..FILES {
-        let dir = ws.join(format!("d{:02}", i / 100));
+        let dir = h.ws.join(format!("d{:02}", i / 100));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join(format!("f{i:04}.txt"));
         std::fs::write(&path, format!("needle {i}\nhay\nneedle again\n")).unwrap();
         File::options().write(true).open(&path).unwrap().set_modified(base + Duration::from_secs(i as u64)).unwrap();
     }
-    let db = tmp.path().join("abhed.db");
-    Fixture { _tmp: tmp, ws, db }
+    h
 }
 
-fn call(fx: &Fixture, tool: &str, args: serde_json::Value) -> ToolOutput {
-    let workspace = Workspace::new(&fx.ws, &[]).unwrap();
-    let config = Config::default();
-    let store = Store::open(&fx.db).unwrap();
-    let session = store.create_session(&fx.ws).unwrap();
-    let ctx = ToolContext { workspace: &workspace, config: &config, session: &session };
-    let outcome =
-        agent::execute(&Registry::native(), &ctx, &ToolCall { name: tool.into(), arguments: args.to_string() })
-            .unwrap();
-    match outcome.result {
+/// One call in a fresh session; the tool must succeed.
+fn call(h: &Harness, tool: &str, args: serde_json::Value) -> ToolOutput {
+    match h.call(&h.session(), tool, args).result {
         Ok(out) => out,
         Err(e) => panic!("{tool} failed: {}", e.render()),
     }

@@ -1,0 +1,51 @@
+//! The library-layer test helper: a temporary workspace and store, and one call through the
+//! dispatcher exactly as the agent loop makes it. (`tests/cli.rs` has the CLI-layer one.)
+// Each test crate uses a different part of this module.
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+
+use abhed::agent::{CallOutcome, execute};
+use abhed::config::Config;
+use abhed::model::ToolCall;
+use abhed::sandbox::Workspace;
+use abhed::store::{Session, Store};
+use abhed::tools::{Registry, ToolContext};
+
+pub struct Harness {
+    _tmp: tempfile::TempDir,
+    /// The workspace root, canonical.
+    pub ws: PathBuf,
+    pub store: Store,
+    workspace: Workspace,
+    config: Config,
+    registry: Registry,
+}
+
+impl Harness {
+    /// An empty workspace with the default config and a fresh store beside it.
+    pub fn new() -> Harness {
+        let tmp = tempfile::tempdir().unwrap();
+        let ws = tmp.path().join("ws");
+        std::fs::create_dir(&ws).unwrap();
+        let ws = ws.canonicalize().unwrap();
+        let store = Store::open(&tmp.path().join("abhed.db")).unwrap();
+        let workspace = Workspace::new(&ws, &[]).unwrap();
+        Harness { _tmp: tmp, ws, store, workspace, config: Config::default(), registry: Registry::native() }
+    }
+
+    pub fn session(&self) -> Session<'_> {
+        self.store.create_session(&self.ws).unwrap()
+    }
+
+    /// The absolute path of `rel` in the workspace, as the model would write it.
+    pub fn path(&self, rel: &str) -> String {
+        self.ws.join(rel).display().to_string()
+    }
+
+    /// One tool call in `session`; an internal fault fails the test.
+    pub fn call(&self, session: &Session<'_>, tool: &str, args: serde_json::Value) -> CallOutcome {
+        let ctx = ToolContext { workspace: &self.workspace, config: &self.config, session };
+        execute(&self.registry, &ctx, &ToolCall { name: tool.to_string(), arguments: args.to_string() }).unwrap()
+    }
+}
