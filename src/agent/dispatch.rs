@@ -46,17 +46,18 @@ impl CallOutcome {
 /// Run `call` against `registry`. An `Err` is an internal fault (the store failed, or a tool
 /// hit a bug); it is recorded when the store still works, and must end the run.
 pub fn execute(registry: &Registry, ctx: &ToolContext<'_>, call: &ToolCall) -> Result<CallOutcome> {
-    let parsed: Option<Value> = serde_json::from_str(&call.arguments).ok();
+    // Parsed once: the action records it, the tool runs on it.
+    let parsed = args::parse_text(&call.arguments);
     let mut action = json!({ "tool": call.name });
     match &parsed {
-        Some(v) => action["arguments"] = v.clone(),
+        Ok(v) => action["arguments"] = v.clone(),
         // Keep what the model wrote, byte for byte, when it is not JSON.
-        None => action["arguments_raw"] = Value::String(call.arguments.clone()),
+        Err(_) => action["arguments_raw"] = Value::String(call.arguments.clone()),
     }
     let action_ev = ctx.session.append(EventKind::Action, &action).context("cannot record the tool call")?;
 
     let start = Instant::now();
-    let result = run(registry, ctx, call);
+    let result = run(registry, ctx, &call.name, parsed);
     let duration_ms = start.elapsed().as_millis() as u64;
 
     let mut obs = json!({ "action_seq": action_ev.seq, "tool": call.name, "duration_ms": duration_ms });
@@ -96,14 +97,21 @@ pub fn execute(registry: &Registry, ctx: &ToolContext<'_>, call: &ToolCall) -> R
     })
 }
 
-fn run(registry: &Registry, ctx: &ToolContext<'_>, call: &ToolCall) -> Result<ToolOutput, ToolFailure> {
-    let Some(tool) = registry.get(&call.name) else {
+fn run(
+    registry: &Registry,
+    ctx: &ToolContext<'_>,
+    name: &str,
+    parsed: Result<Value, serde_json::Error>,
+) -> Result<ToolOutput, ToolFailure> {
+    let Some(tool) = registry.get(name) else {
         return Err(ToolError::new(
             ErrorCode::UnknownTool,
-            format!("there is no tool named `{}`. The tools are: {}.", call.name, registry.names().join(", ")),
+            format!("there is no tool named `{name}`. The tools are: {}.", registry.names().join(", ")),
         )
         .into());
     };
-    let value = args::parse(tool.name(), &tool.input_schema(), &call.arguments)?;
+    let schema = tool.input_schema();
+    let value = parsed.map_err(|e| args::not_json(tool.name(), &schema, &e))?;
+    args::validate(tool.name(), &schema, &value)?;
     tool.run(ctx, value)
 }

@@ -8,22 +8,19 @@ use serde_json::{Map, Value};
 
 use super::{ErrorCode, ToolError};
 
-/// Parse the raw arguments text of a call into a JSON object.
-pub fn parse(tool: &str, schema: &Value, raw: &str) -> Result<Value, ToolError> {
+/// The raw arguments text of a call as JSON. An empty string is how some models say "no
+/// arguments": it is the empty object.
+pub fn parse_text(raw: &str) -> Result<Value, serde_json::Error> {
     let raw = raw.trim();
-    // An empty argument string is how some models say "no arguments".
-    let text = if raw.is_empty() { "{}" } else { raw };
-    let value: Value = serde_json::from_str(text).map_err(|e| {
-        ToolError::new(
-            ErrorCode::InvalidArguments,
-            format!(
-                "the arguments for {tool} are not valid JSON ({e}). Send one JSON object, e.g. {}.",
-                example(schema)
-            ),
-        )
-    })?;
-    validate(tool, schema, &value)?;
-    Ok(value)
+    serde_json::from_str(if raw.is_empty() { "{}" } else { raw })
+}
+
+/// The error for arguments that are not JSON at all.
+pub fn not_json(tool: &str, schema: &Value, err: &serde_json::Error) -> ToolError {
+    ToolError::new(
+        ErrorCode::InvalidArguments,
+        format!("the arguments for {tool} are not valid JSON ({err}). Send one JSON object, e.g. {}.", example(schema)),
+    )
 }
 
 /// Check `value` against a tool's input schema (the subset our schemas use: an object of
