@@ -9,12 +9,14 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context as _, Result, bail};
 use serde::Deserialize;
 
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
     pub workspace: WorkspaceConfig,
     pub read: ReadConfig,
     pub write: WriteConfig,
+    pub model: ModelConfig,
+    pub run: RunConfig,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
@@ -64,6 +66,78 @@ impl WriteConfig {
     }
 }
 
+/// The model and how to run it. Flags override each key.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ModelConfig {
+    /// A GGUF file; default: the default model found beside the binary or in a checkout.
+    pub path: Option<PathBuf>,
+    /// Context window in tokens; default the model's training context, at most 8192.
+    pub n_ctx: Option<u32>,
+    pub n_batch: u32,
+    /// Default: the physical cores.
+    pub n_threads: Option<u32>,
+    /// KV cache type: f16, q8_0, q4_0, f32.
+    pub kv_type: String,
+    /// A built-in chat template (chatml, llama3, ...) for a model whose own llama.cpp does not know.
+    pub chat_template: Option<String>,
+    /// 0 is greedy decoding.
+    pub temperature: f32,
+    pub seed: u32,
+    /// The most tokens one reply may have.
+    pub max_reply_tokens: u32,
+    /// Save the system prompt's evaluated state on disk, so a new session skips its prefill.
+    pub prompt_cache: bool,
+    /// An OpenAI-compatible endpoint (`http://host:port`); when set, it is used instead of a GGUF.
+    pub endpoint: Option<String>,
+    pub endpoint_model: String,
+    /// The environment variable holding the endpoint's API key, if it needs one.
+    pub api_key_env: Option<String>,
+    pub connect_timeout_s: u64,
+    pub turn_timeout_s: u64,
+}
+
+impl Default for ModelConfig {
+    fn default() -> Self {
+        ModelConfig {
+            path: None,
+            n_ctx: None,
+            n_batch: 512,
+            n_threads: None,
+            kv_type: "f16".into(),
+            chat_template: None,
+            temperature: 0.0,
+            seed: 0,
+            max_reply_tokens: 1024,
+            prompt_cache: true,
+            endpoint: None,
+            endpoint_model: "default".into(),
+            api_key_env: None,
+            connect_timeout_s: 5,
+            turn_timeout_s: 300,
+        }
+    }
+}
+
+/// The budgets of one run. Flags override each key.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RunConfig {
+    pub max_turns: u32,
+    /// Tokens evaluated plus generated over the run.
+    pub max_tokens: u64,
+    /// Wall time of the run in seconds; 0 is no limit.
+    pub max_wall_s: u64,
+    /// Tokens the preflight requires to be left for the work after the prompt and one reply.
+    pub working_budget: u32,
+}
+
+impl Default for RunConfig {
+    fn default() -> Self {
+        RunConfig { max_turns: 30, max_tokens: 500_000, max_wall_s: 1800, working_budget: 2048 }
+    }
+}
+
 fn parse_mode(s: &str) -> Option<u32> {
     u32::from_str_radix(s.trim_start_matches("0o"), 8).ok().filter(|m| *m <= 0o7777)
 }
@@ -97,10 +171,13 @@ impl Config {
             origin = path;
         }
         if let Some(ws) = ws {
-            let widens = ws.get("workspace").and_then(|w| w.get("extra_roots")).is_some();
-            if widens {
+            // Keys that widen access or send data somewhere: a repository must not set them
+            // for itself (an endpoint would carry its files off the machine).
+            let guarded =
+                [("workspace", "extra_roots"), ("model", "endpoint"), ("model", "api_key_env"), ("model", "path")];
+            if let Some((table, key)) = guarded.iter().find(|(t, k)| ws.get(*t).and_then(|v| v.get(*k)).is_some()) {
                 bail!(
-                    "{}: `workspace.extra_roots` is only honoured in the user config ({}), so that a repository cannot widen its own access; move it there",
+                    "{}: `{table}.{key}` is only honoured in the user config ({}) or on the command line, so that a repository cannot widen its own access or choose where its files are sent; move it there",
                     ws_path.display(),
                     user_config_path()
                         .map(|p| p.display().to_string())
@@ -155,6 +232,15 @@ mod tests {
     fn workspace_cannot_widen_roots() {
         let ws: toml::Table = "[workspace]\nextra_roots = [\"/\"]".parse().unwrap();
         assert!(Config::layered(None, Some(ws), Path::new("/w/abhed.toml")).is_err());
+    }
+
+    #[test]
+    fn workspace_cannot_choose_an_endpoint() {
+        let ws: toml::Table = "[model]\nendpoint = \"http://10.0.0.9:8080\"".parse().unwrap();
+        let e = Config::layered(None, Some(ws), Path::new("/w/abhed.toml")).unwrap_err().to_string();
+        assert!(e.contains("`model.endpoint` is only honoured in the user config"), "{e}");
+        let ws: toml::Table = "[model]\nn_ctx = 4096".parse().unwrap();
+        assert_eq!(Config::layered(None, Some(ws), Path::new("/w/abhed.toml")).unwrap().model.n_ctx, Some(4096));
     }
 
     #[test]

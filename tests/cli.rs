@@ -4,52 +4,14 @@
 // Test code: a failed unwrap is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::Path;
+use std::process::Command;
 
 use serde_json::Value;
 
-struct Env {
-    _tmp: tempfile::TempDir,
-    home: PathBuf,
-    ws: PathBuf,
-}
+mod common;
 
-impl Env {
-    fn new() -> Env {
-        let tmp = tempfile::tempdir().unwrap();
-        let home = tmp.path().join("home");
-        let ws = tmp.path().join("ws");
-        std::fs::create_dir_all(&ws).unwrap();
-        let ws = ws.canonicalize().unwrap();
-        Env { _tmp: tmp, home, ws }
-    }
-
-    fn path(&self, rel: &str) -> String {
-        self.ws.join(rel).display().to_string()
-    }
-
-    fn cmd(&self, args: &[&str]) -> Output {
-        Command::new(env!("CARGO_BIN_EXE_abhed"))
-            .args(args)
-            .env("ABHED_HOME", &self.home)
-            .env("ABHED_CONFIG", self.home.join("no-config.toml"))
-            .current_dir(&self.ws)
-            .output()
-            .unwrap()
-    }
-
-    /// `abhed tool NAME ARGS --format json [extra]`, parsed.
-    fn json(&self, name: &str, args: &str, extra: &[&str]) -> (i32, Value) {
-        let mut argv = vec!["tool", name, args, "--format", "json"];
-        argv.extend_from_slice(extra);
-        let out = self.cmd(&argv);
-        let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-            panic!("not JSON ({e}): {}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
-        });
-        (out.status.code().unwrap(), v)
-    }
-}
+use common::cli::Env;
 
 fn args(pairs: &[(&str, Value)]) -> String {
     let map: serde_json::Map<String, Value> = pairs.iter().map(|(k, v)| (k.to_string(), v.clone())).collect();

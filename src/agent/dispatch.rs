@@ -46,6 +46,17 @@ impl CallOutcome {
 /// Run `call` against `registry`. An `Err` is an internal fault (the store failed, or a tool
 /// hit a bug); it is recorded when the store still works, and must end the run.
 pub fn execute(registry: &Registry, ctx: &ToolContext<'_>, call: &ToolCall) -> Result<CallOutcome> {
+    execute_with(registry, ctx, call, |_, _, _| {})
+}
+
+/// [`execute`], telling `on_action` (sequence number, tool, recorded arguments) once the action
+/// is committed and before the tool runs, so a live view can show the call as it starts.
+pub fn execute_with(
+    registry: &Registry,
+    ctx: &ToolContext<'_>,
+    call: &ToolCall,
+    on_action: impl FnOnce(i64, &str, &Value),
+) -> Result<CallOutcome> {
     // Parsed once: the action records it, the tool runs on it.
     let parsed = args::parse_text(&call.arguments);
     let mut action = json!({ "tool": call.name });
@@ -55,6 +66,8 @@ pub fn execute(registry: &Registry, ctx: &ToolContext<'_>, call: &ToolCall) -> R
         Err(_) => action["arguments_raw"] = Value::String(call.arguments.clone()),
     }
     let action_ev = ctx.session.append(EventKind::Action, &action).context("cannot record the tool call")?;
+    let shown = action.get("arguments").or_else(|| action.get("arguments_raw")).unwrap_or(&Value::Null);
+    on_action(action_ev.seq, &call.name, shown);
 
     let start = Instant::now();
     let result = run(registry, ctx, &call.name, parsed);

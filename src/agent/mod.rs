@@ -1,6 +1,12 @@
-//! The agent layer: it turns a model's tool call into an observation, with both ends on
-//! record. The loop (model turns, budgets, compaction, subagents) is built on [`dispatch`].
+//! The agent layer: the loop ([`run`]) that drives a model over the tools, and the single path
+//! ([`dispatch`]) by which a tool call becomes an observation, with both ends on record.
 
 pub mod dispatch;
+pub mod events;
+pub mod history;
+pub mod prompt;
+pub mod run;
 
-pub use dispatch::{CallOutcome, execute};
+pub use dispatch::{CallOutcome, execute, execute_with};
+pub use events::{Budgets, Event, StopReason};
+pub use run::{Agent, Op, RunOutcome, RunSetup};

@@ -1,22 +1,38 @@
 //! The command line. The only code that prints.
 
+mod bench_cmd;
+mod render;
+mod run_cmd;
+mod sessions_cmd;
 mod tool_cmd;
 
 use std::io::Write as _;
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
 /// Exit statuses, documented in the README.
 pub mod exit {
-    /// The command did its job.
+    /// The command did its job (`run`: the model gave its final answer).
     pub const OK: u8 = 0;
-    /// The tool ran and returned an error (an observation for the model).
+    /// `tool`: the tool returned an error (an observation for the model). `sessions verify`:
+    /// the chain is broken.
     pub const TOOL_ERROR: u8 = 1;
-    /// The command line was wrong: bad flags, unknown tool, bad config.
+    /// `run`: the model gave up on the task.
+    pub const GAVE_UP: u8 = 1;
+    /// The command line or setup was wrong: bad flags, unknown tool, bad config, no model.
     pub const USAGE: u8 = 2;
-    /// A fault of ours (a bug, or the session store could not be used).
+    /// A fault of ours (a bug, or the session store could not be used), or a model that could
+    /// not be used (an endpoint that does not answer).
     pub const INTERNAL: u8 = 3;
+    /// `run`: a budget ran out (turns, tokens, wall time, context window).
+    pub const BUDGET: u8 = 4;
+    /// `run`: the operator denied an approval the task needed (with bash approvals).
+    #[allow(dead_code)]
+    pub const APPROVAL_DENIED: u8 = 5;
+    /// `run`: interrupted by Ctrl-C; the session can be resumed.
+    pub const INTERRUPTED: u8 = 130;
 }
 
 #[derive(Parser)]
@@ -33,6 +49,13 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Run a task to its end on the local model: the final answer on stdout, progress on stderr.
+    Run(run_cmd::RunArgs),
+    /// Measure the local model's speed here, as llama-bench does, and the grammar's cost.
+    Bench(bench_cmd::BenchArgs),
+    /// List, show, export, verify and resume sessions.
+    #[command(subcommand)]
+    Sessions(sessions_cmd::SessionsCmd),
     /// Make exactly one tool call, as the model would, and print the observation.
     Tool(tool_cmd::ToolArgs),
 }
@@ -61,7 +84,11 @@ pub fn main() -> ExitCode {
             return ExitCode::from(code);
         }
     };
+    init_tracing();
     let result = match cli.command {
+        Command::Run(args) => run_cmd::run(args),
+        Command::Bench(args) => bench_cmd::run(args),
+        Command::Sessions(cmd) => sessions_cmd::run(cmd),
         Command::Tool(args) => tool_cmd::run(args),
     };
     match result {
@@ -81,4 +108,27 @@ pub fn print_stdout(text: &str) -> Result<(), Failure> {
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
         Err(e) => Err(Failure { code: exit::INTERNAL, message: format!("cannot write to stdout: {e}") }),
     }
+}
+
+/// Logs (ours and llama.cpp's) go to stderr only when `ABHED_LOG` asks, e.g.
+/// `ABHED_LOG=llama_cpp_2=info`; by default nothing is logged.
+fn init_tracing() {
+    let Ok(filter) = std::env::var("ABHED_LOG") else { return };
+    let Ok(filter) = tracing_subscriber::EnvFilter::try_new(filter) else { return };
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+}
+
+/// The workspace directory, canonical: the flag, else the session's, else the current directory.
+pub fn workspace_dir(flag: Option<PathBuf>, session_ws: Option<PathBuf>) -> Result<PathBuf, Failure> {
+    let dir = match (flag, session_ws) {
+        (Some(d), _) => d,
+        (None, Some(s)) => s,
+        (None, None) => {
+            std::env::current_dir().map_err(|e| Failure::usage(format!("cannot read the current directory: {e}")))?
+        }
+    };
+    if !dir.is_dir() {
+        return Err(Failure::usage(format!("workspace {} is not a directory", dir.display())));
+    }
+    dir.canonicalize().map_err(|e| Failure::usage(format!("cannot use workspace {}: {e}", dir.display())))
 }

@@ -13,7 +13,7 @@ use abhed::sandbox::Workspace;
 use abhed::store::Store;
 use abhed::tools::{Registry, ToolContext};
 
-use super::{Failure, exit, print_stdout};
+use super::{Failure, exit, print_stdout, workspace_dir};
 
 #[derive(Args)]
 pub struct ToolArgs {
@@ -142,18 +142,4 @@ pub fn run(a: ToolArgs) -> Result<u8, Failure> {
         }
     }
     Ok(if outcome.ok() { exit::OK } else { exit::TOOL_ERROR })
-}
-
-fn workspace_dir(flag: Option<PathBuf>, session_ws: Option<PathBuf>) -> Result<PathBuf, Failure> {
-    let dir = match (flag, session_ws) {
-        (Some(d), _) => d,
-        (None, Some(s)) => s,
-        (None, None) => {
-            std::env::current_dir().map_err(|e| Failure::usage(format!("cannot read the current directory: {e}")))?
-        }
-    };
-    if !dir.is_dir() {
-        return Err(Failure::usage(format!("workspace {} is not a directory", dir.display())));
-    }
-    dir.canonicalize().map_err(|e| Failure::usage(format!("cannot use workspace {}: {e}", dir.display())))
 }

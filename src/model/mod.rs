@@ -1,7 +1,24 @@
-//! The model layer. For now it holds the shape of a call as a model emits it; the llama.cpp,
-//! OpenAI-compatible and scripted adapters arrive with the agent loop.
+//! The model layer: what a model is asked (a conversation) and what it answers (one turn),
+//! behind one trait with three adapters:
+//!
+//! - [`llama`]: llama.cpp in-process (the default), grammar-constrained, KV cache reused;
+//! - [`openai`]: an OpenAI-compatible chat endpoint on the local network;
+//! - [`scripted`]: replays a file of turns, for deterministic loop tests only.
+//!
+//! The turn protocol (one JSON object: a tool call or a final answer) lives in [`protocol`].
+
+pub mod llama;
+pub mod locate;
+pub mod openai;
+pub mod protocol;
+pub mod scripted;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde::{Deserialize, Serialize};
+
+pub use protocol::{Turn, TurnSchema};
 
 /// One tool call exactly as a model emits it: a tool name and the raw JSON text of its
 /// arguments. The text stays raw so that a malformed call is recorded as the model wrote it.
@@ -9,4 +26,150 @@ use serde::{Deserialize, Serialize};
 pub struct ToolCall {
     pub name: String,
     pub arguments: String,
+}
+
+/// Who said a message. Tool results go to the model as `user` messages with a header: every
+/// chat template knows `user`, few agree on a tool role.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    System,
+    User,
+    Assistant,
+}
+
+impl Role {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::System => "system",
+            Role::User => "user",
+            Role::Assistant => "assistant",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Message {
+    pub role: Role,
+    pub content: String,
+}
+
+impl Message {
+    pub fn new(role: Role, content: impl Into<String>) -> Self {
+        Message { role, content: content.into() }
+    }
+}
+
+/// What one turn is asked: the whole conversation so far (the first message is the system
+/// prompt). Adapters that keep state (the KV cache) work out for themselves what is new.
+pub struct TurnRequest<'a> {
+    pub messages: &'a [Message],
+    /// The most tokens the reply may have.
+    pub max_tokens: u32,
+    /// Set by Ctrl-C; an adapter checks it, and the deadline, between tokens.
+    pub cancel: &'a Cancel,
+    /// The wall-time budget's end.
+    pub deadline: Option<std::time::Instant>,
+}
+
+impl TurnRequest<'_> {
+    /// Whether the adapter should stop now (Ctrl-C, or the wall-time budget is spent).
+    pub fn should_stop(&self) -> bool {
+        self.cancel.is_cancelled() || self.deadline.is_some_and(|d| std::time::Instant::now() >= d)
+    }
+}
+
+/// Token and time accounting of one turn.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    /// Tokens in the prompt of this turn.
+    pub prompt_tokens: u32,
+    /// Of those, tokens whose state was already in the cache (not evaluated again).
+    pub cached_tokens: u32,
+    /// Of those, tokens evaluated this turn (`prompt_tokens - cached_tokens`).
+    pub evaluated_tokens: u32,
+    /// Tokens the model generated.
+    pub generated_tokens: u32,
+    /// Time spent evaluating the prompt, and generating.
+    pub prompt_ms: u64,
+    pub generate_ms: u64,
+    /// Tokens generated that the grammar had to correct (the full grammar pass ran).
+    pub grammar_resamples: u32,
+}
+
+/// The raw reply of one turn.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reply {
+    pub text: String,
+    pub usage: Usage,
+    /// The reply hit `max_tokens` before it was complete.
+    pub cut_off: bool,
+}
+
+/// Why a turn produced no reply.
+#[derive(Debug, thiserror::Error)]
+pub enum ModelError {
+    /// The conversation no longer fits the context window. Not a bug: the run ends with the
+    /// budget stop reason `context_full`.
+    #[error(
+        "the conversation needs {needed} tokens (prompt {prompt} + {reply} for the reply) but the context window holds {n_ctx}"
+    )]
+    ContextFull { needed: u32, prompt: u32, reply: u32, n_ctx: u32 },
+    /// The run was cancelled (Ctrl-C or the wall-time budget) while the model worked.
+    #[error("cancelled while the model was working")]
+    Cancelled,
+    /// A remote endpoint did not answer, or answered with an error.
+    #[error("{0}")]
+    Endpoint(String),
+    /// Anything else: a fault, reported and recorded, never shown to the model as its mistake.
+    #[error(transparent)]
+    Fault(#[from] anyhow::Error),
+}
+
+/// A model the loop can drive.
+pub trait Model {
+    /// A short name for records: `llama:SmolLM2-135M-Instruct.Q4_1.gguf`, `openai:qwen@http://...`.
+    fn describe(&self) -> ModelInfo;
+    /// The context window in tokens, where the adapter knows it.
+    fn n_ctx(&self) -> Option<u32>;
+    /// Tokens `text` takes as a prompt, where the adapter can count them.
+    fn count_tokens(&self, messages: &[Message]) -> Result<Option<u32>, ModelError>;
+    /// One assistant turn.
+    fn complete(&mut self, req: &TurnRequest<'_>) -> Result<Reply, ModelError>;
+}
+
+/// Facts about a model, for the record and for people.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModelInfo {
+    /// `llama`, `openai` or `scripted`.
+    pub adapter: String,
+    pub name: String,
+    /// The GGUF's path, the endpoint URL, or the script's path.
+    pub location: String,
+    /// The GGUF's sha256 (the key of conformance results), when there is a file.
+    pub sha256: Option<String>,
+    pub n_ctx: Option<u32>,
+    /// The chat template in use: `gguf` (the model's own) or the name of a built-in one.
+    pub template: Option<String>,
+    pub threads: Option<u32>,
+}
+
+/// A cancellation flag shared by the loop, the adapter and the Ctrl-C handler.
+#[derive(Debug, Clone, Default)]
+pub struct Cancel(Arc<AtomicBool>);
+
+impl Cancel {
+    pub fn new() -> Self {
+        Cancel::default()
+    }
+    pub fn cancel(&self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+    pub fn is_cancelled(&self) -> bool {
+        self.0.load(Ordering::SeqCst)
+    }
+    /// The flag itself, for a signal handler.
+    pub fn flag(&self) -> Arc<AtomicBool> {
+        self.0.clone()
+    }
 }

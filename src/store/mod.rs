@@ -19,7 +19,7 @@ use sha2::{Digest, Sha256};
 pub use reads::ReadRecord;
 
 /// The schema version this build writes (`PRAGMA user_version`).
-const SCHEMA_VERSION: i64 = 1;
+const SCHEMA_VERSION: i64 = 2;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS sessions (
@@ -49,6 +49,13 @@ CREATE TABLE IF NOT EXISTS reads (
     read_at     TEXT NOT NULL,
     PRIMARY KEY (session_id, path)
 );
+CREATE TABLE IF NOT EXISTS file_hashes (
+    path        TEXT NOT NULL,
+    size        INTEGER NOT NULL,
+    mtime_ns    INTEGER NOT NULL,
+    sha256      TEXT NOT NULL,
+    PRIMARY KEY (path)
+);
 ";
 
 const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
@@ -57,19 +64,44 @@ const GENESIS: &str = "000000000000000000000000000000000000000000000000000000000
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum EventKind {
+    /// A run began: the model, its identity, the budgets.
+    RunStart,
+    /// The operator's task (or a follow-up on resume).
+    Task,
+    /// One model turn: the raw reply, what it parsed to, the token accounting.
+    ModelTurn,
     /// A tool call, committed before the tool runs.
     Action,
     /// The result of a tool call, committed after it ran.
     Observation,
+    /// A run ended, with its stop reason.
+    RunEnd,
 }
 
 impl EventKind {
     pub fn as_str(self) -> &'static str {
         match self {
+            EventKind::RunStart => "run_start",
+            EventKind::Task => "task",
+            EventKind::ModelTurn => "model_turn",
             EventKind::Action => "action",
             EventKind::Observation => "observation",
+            EventKind::RunEnd => "run_end",
         }
     }
+}
+
+/// One line of `abhed sessions list`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SessionSummary {
+    pub id: String,
+    pub created_at: String,
+    pub workspace: String,
+    pub events: i64,
+    /// The first task's text.
+    pub task: Option<String>,
+    /// The last run's stop reason; `None` when no run ended (still running, or killed).
+    pub stop_reason: Option<String>,
 }
 
 /// An event as committed.
@@ -147,6 +179,64 @@ impl Store {
             )
             .context("cannot create a session")?;
         Ok(Session { store: self, id, workspace: workspace.to_path_buf() })
+    }
+
+    /// Every session, newest first.
+    pub fn sessions(&self) -> Result<Vec<SessionSummary>> {
+        let mut stmt = self.conn.prepare(
+            "SELECT s.id, s.created_at, s.workspace,
+                    (SELECT COUNT(*) FROM events e WHERE e.session_id = s.id),
+                    (SELECT payload FROM events e WHERE e.session_id = s.id AND e.kind = 'task' ORDER BY seq LIMIT 1),
+                    (SELECT payload FROM events e WHERE e.session_id = s.id ORDER BY seq DESC LIMIT 1)
+             FROM sessions s ORDER BY s.created_at DESC, s.id DESC",
+        )?;
+        let rows = stmt.query_map([], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, String>(2)?,
+                r.get::<_, i64>(3)?,
+                r.get::<_, Option<String>>(4)?,
+                r.get::<_, Option<String>>(5)?,
+            ))
+        })?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (id, created_at, workspace, events, task, last) = row?;
+            let field = |text: Option<String>, key: &str| {
+                text.and_then(|t| serde_json::from_str::<Value>(&t).ok())
+                    .and_then(|v| v.get(key).and_then(Value::as_str).map(str::to_string))
+            };
+            out.push(SessionSummary {
+                id,
+                created_at,
+                workspace,
+                events,
+                task: field(task, "text"),
+                stop_reason: field(last, "reason"),
+            });
+        }
+        Ok(out)
+    }
+
+    /// The sha256 remembered for a file with this size and mtime, if any.
+    pub fn file_hash(&self, path: &Path, size: u64, mtime_ns: i64) -> Result<Option<String>> {
+        Ok(self
+            .conn
+            .query_row(
+                "SELECT sha256 FROM file_hashes WHERE path = ?1 AND size = ?2 AND mtime_ns = ?3",
+                params![path.display().to_string(), size as i64, mtime_ns],
+                |r| r.get(0),
+            )
+            .optional()?)
+    }
+
+    pub fn record_file_hash(&self, path: &Path, size: u64, mtime_ns: i64, sha256: &str) -> Result<()> {
+        self.conn.execute(
+            "INSERT OR REPLACE INTO file_hashes (path, size, mtime_ns, sha256) VALUES (?1, ?2, ?3, ?4)",
+            params![path.display().to_string(), size as i64, mtime_ns, sha256],
+        )?;
+        Ok(())
     }
 
     /// An existing session, or `None` when there is no session with that id.

@@ -3,6 +3,8 @@
 // Each test crate uses a different part of this module.
 #![allow(dead_code)]
 
+pub mod cli;
+
 use std::path::PathBuf;
 
 use abhed::agent::{CallOutcome, execute};

@@ -1,0 +1,370 @@
+//! The agent loop, as a queue pair: operations in ([`Op`]), events out ([`Event`]).
+//!
+//! One run: the task is recorded, then turn after turn the model replies with one tool call
+//! (executed through [`dispatch::execute_with`], so the action is on record before the tool
+//! runs) or with its final answer. A tool error is an observation for the model; a fault of
+//! ours ends the run with `internal_error`. Budgets for turns, tokens and wall time each have
+//! their own stop reason.
+
+use std::sync::mpsc::{Receiver, Sender};
+use std::time::{Duration, Instant};
+
+use anyhow::Result;
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+use super::dispatch;
+use super::events::{Budgets, Event, Preflight, StopReason, TurnKind};
+use super::history;
+use super::prompt;
+use crate::model::{Cancel, Message, Model, ModelError, Role, Turn, TurnRequest, TurnSchema};
+use crate::store::EventKind;
+use crate::tools::{Registry, ToolContext};
+
+/// What the loop is asked to do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Op {
+    /// Work on a task (a new one, or a follow-up in a resumed session).
+    Task(String),
+    /// Continue a resumed session where it stopped, without a new task.
+    Continue,
+}
+
+/// The fixed parts of a run.
+pub struct RunSetup<'a> {
+    pub registry: &'a Registry,
+    pub tools: ToolContext<'a>,
+    pub budgets: Budgets,
+    /// Tokens that must remain for the work after the prompt and one reply (the preflight).
+    pub working_budget: u32,
+    pub cancel: Cancel,
+}
+
+/// How a run ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunOutcome {
+    pub reason: StopReason,
+    pub message: String,
+    pub answer: Option<String>,
+}
+
+pub struct Agent<'a, 'm> {
+    model: &'m mut dyn Model,
+    setup: RunSetup<'a>,
+    schema: TurnSchema,
+    messages: Vec<Message>,
+    events: Sender<Event>,
+    /// How the session's last run ended, when it was resumed.
+    last_stop: Option<StopReason>,
+    repeats: history::RepeatCounter,
+}
+
+impl<'a, 'm> Agent<'a, 'm> {
+    /// An agent for the session in `setup.tools`. A session with events is resumed: its
+    /// conversation is rebuilt from the log, and an action that has no observation (the process
+    /// died while the tool ran) is recorded and told to the model as interrupted, never re-run.
+    pub fn new(model: &'m mut dyn Model, setup: RunSetup<'a>, events: Sender<Event>) -> Result<Self> {
+        let schema = TurnSchema::new(setup.registry);
+        let system = prompt::system_prompt(setup.registry, setup.tools.workspace.root());
+        let stored = setup.tools.session.events()?;
+        let resumed = !stored.is_empty();
+        let _ = events.send(Event::Session {
+            session: setup.tools.session.id().to_string(),
+            workspace: setup.tools.session.workspace().display().to_string(),
+            resumed,
+        });
+        let mut agent = Agent {
+            model,
+            setup,
+            schema,
+            messages: vec![Message::new(Role::System, system)],
+            events,
+            last_stop: None,
+            repeats: history::RepeatCounter::default(),
+        };
+        if resumed {
+            let rebuilt = history::rebuild(&stored);
+            agent.messages.extend(rebuilt.messages);
+            agent.last_stop = rebuilt.last_stop;
+            for lost in rebuilt.lost {
+                agent.record_interrupted(lost)?;
+            }
+        }
+        Ok(agent)
+    }
+
+    /// How the session's previous run ended (`None` for a new session, or one whose last run
+    /// never recorded its end: killed).
+    pub fn last_stop(&self) -> Option<StopReason> {
+        self.last_stop
+    }
+
+    /// Serve operations until the sender hangs up.
+    pub fn serve(&mut self, ops: Receiver<Op>) -> Result<()> {
+        for op in ops {
+            match op {
+                Op::Task(t) => self.run(Some(t))?,
+                Op::Continue => self.run(None)?,
+            };
+        }
+        Ok(())
+    }
+
+    fn emit(&self, e: Event) {
+        // A renderer that went away (the pipe closed) must not stop the work being recorded.
+        let _ = self.events.send(e);
+    }
+
+    fn record(&self, kind: EventKind, payload: Value) -> Result<i64> {
+        Ok(self.setup.tools.session.append(kind, &payload)?.seq)
+    }
+
+    /// One run. `Err` only when the store itself fails; every other ending is an outcome.
+    pub fn run(&mut self, task: Option<String>) -> Result<RunOutcome> {
+        let start = Instant::now();
+        let budgets = self.setup.budgets;
+        let deadline = budgets.max_wall_ms.map(|ms| start + Duration::from_millis(ms));
+        let mut counters = Counters::default();
+
+        let prompt_sha256 = sha_hex(&self.messages[0].content);
+        if let Some(text) = &task {
+            self.messages.push(Message::new(Role::User, text.clone()));
+        }
+        let preflight = Preflight {
+            n_ctx: self.model.n_ctx(),
+            prompt_tokens: match self.model.count_tokens(&self.messages) {
+                Ok(n) => n,
+                Err(e) => {
+                    return self.finish(
+                        StopReason::InternalError,
+                        format!("cannot count the prompt's tokens: {e}"),
+                        None,
+                        &counters,
+                        start,
+                    );
+                }
+            },
+            reply_tokens: budgets.max_reply_tokens,
+            working_budget: self.setup.working_budget,
+        };
+        let info = self.model.describe();
+        let payload =
+            json!({ "model": info, "budgets": budgets, "preflight": preflight, "prompt_sha256": prompt_sha256 });
+        let seq = self.record(EventKind::RunStart, payload)?;
+        self.emit(Event::RunStart { seq, model: info, budgets, preflight, prompt_sha256 });
+        if let Some(text) = task {
+            let seq = self.record(EventKind::Task, json!({ "text": text }))?;
+            self.emit(Event::Task { seq, text });
+        }
+        if let (Some(n_ctx), Some(prompt)) = (preflight.n_ctx, preflight.prompt_tokens) {
+            let need = prompt + preflight.reply_tokens + preflight.working_budget;
+            if need > n_ctx {
+                let msg = format!(
+                    "the context window is too small for this task: the system prompt with the tool schemas and the task take {prompt} tokens, one reply needs {} and the working budget is {}: {need} > n_ctx {n_ctx}. Raise the context (--ctx, model.n_ctx), shorten ABHED.md/AGENTS.md or the task, or lower model.max_reply_tokens / run.working_budget. Nothing was run.",
+                    preflight.reply_tokens, preflight.working_budget
+                );
+                return self.finish(StopReason::ContextFull, msg, None, &counters, start);
+            }
+        }
+
+        loop {
+            if self.setup.cancel.is_cancelled() {
+                return self.finish(StopReason::Interrupted, "interrupted (Ctrl-C)".into(), None, &counters, start);
+            }
+            if counters.turns >= budgets.max_turns {
+                let msg = format!("the turn budget is spent ({} turns) before a final answer", budgets.max_turns);
+                return self.finish(StopReason::MaxTurns, msg, None, &counters, start);
+            }
+            if counters.tokens >= budgets.max_tokens {
+                let msg = format!("the token budget is spent ({} of {} tokens)", counters.tokens, budgets.max_tokens);
+                return self.finish(StopReason::MaxTokens, msg, None, &counters, start);
+            }
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                return self.finish(StopReason::WallTime, wall_msg(budgets), None, &counters, start);
+            }
+            let req = TurnRequest {
+                messages: &self.messages,
+                max_tokens: budgets.max_reply_tokens,
+                cancel: &self.setup.cancel,
+                deadline,
+            };
+            let reply = match self.model.complete(&req) {
+                Ok(r) => r,
+                Err(ModelError::Cancelled) if self.setup.cancel.is_cancelled() => {
+                    return self.finish(
+                        StopReason::Interrupted,
+                        "interrupted (Ctrl-C) while the model was working".into(),
+                        None,
+                        &counters,
+                        start,
+                    );
+                }
+                Err(ModelError::Cancelled) => {
+                    return self.finish(StopReason::WallTime, wall_msg(budgets), None, &counters, start);
+                }
+                Err(e @ ModelError::ContextFull { .. }) => {
+                    let msg = format!(
+                        "{e} after {} turns. Compaction is not in this build yet: raise the context (--ctx, model.n_ctx) and resume the session",
+                        counters.turns
+                    );
+                    return self.finish(StopReason::ContextFull, msg, None, &counters, start);
+                }
+                Err(ModelError::Endpoint(msg)) => {
+                    return self.finish(StopReason::ModelError, msg, None, &counters, start);
+                }
+                Err(ModelError::Fault(e)) => {
+                    return self.finish(
+                        StopReason::InternalError,
+                        format!("the model failed: {e:#}"),
+                        None,
+                        &counters,
+                        start,
+                    );
+                }
+            };
+            counters.turns += 1;
+            counters.tokens += u64::from(reply.usage.evaluated_tokens) + u64::from(reply.usage.generated_tokens);
+
+            let parsed = if reply.cut_off {
+                Err(format!(
+                    "your reply was cut off at {} tokens before it was complete. Make it shorter: write a large file in parts (write a first part, then edit to add more), or read less at once.",
+                    budgets.max_reply_tokens
+                ))
+            } else {
+                self.schema.parse(&reply.text)
+            };
+            let (kind, feedback) = match &parsed {
+                Ok(Turn::Call(_)) => (TurnKind::Call, None),
+                Ok(Turn::Answer { .. }) => (TurnKind::Answer, None),
+                Err(why) => (TurnKind::Invalid, Some(why.clone())),
+            };
+            let payload = json!({
+                "turn": counters.turns, "kind": kind, "raw": reply.text, "usage": reply.usage,
+                "cut_off": reply.cut_off, "feedback": feedback,
+            });
+            let seq = self.record(EventKind::ModelTurn, payload)?;
+            self.emit(Event::ModelTurn {
+                seq,
+                turn: counters.turns,
+                kind,
+                raw: reply.text.clone(),
+                usage: reply.usage,
+                cut_off: reply.cut_off,
+                feedback: feedback.clone(),
+            });
+            self.messages.push(Message::new(Role::Assistant, reply.text));
+
+            match parsed {
+                Err(why) => self.messages.push(Message::new(Role::User, history::invalid_feedback(&why))),
+                Ok(Turn::Answer { text, gave_up }) => {
+                    let (reason, msg) = if gave_up {
+                        (StopReason::GaveUp, "the model gave up on the task".to_string())
+                    } else {
+                        (StopReason::Done, "the model gave its final answer".to_string())
+                    };
+                    return self.finish(reason, msg, Some(text), &counters, start);
+                }
+                Ok(Turn::Call(call)) => {
+                    let repeated = self.repeats.observe(&call.name, &call.arguments);
+                    let events = self.events.clone();
+                    let on_action = |seq: i64, tool: &str, arguments: &Value| {
+                        let _ =
+                            events.send(Event::ToolCall { seq, tool: tool.to_string(), arguments: arguments.clone() });
+                    };
+                    let outcome = match dispatch::execute_with(self.setup.registry, &self.setup.tools, &call, on_action)
+                    {
+                        Ok(o) => o,
+                        Err(fault) => {
+                            return self.finish(
+                                StopReason::InternalError,
+                                format!("{fault:#}"),
+                                None,
+                                &counters,
+                                start,
+                            );
+                        }
+                    };
+                    let text = outcome.text();
+                    self.emit(Event::ToolResult {
+                        seq: outcome.observation_seq,
+                        action_seq: Some(outcome.action_seq),
+                        tool: outcome.tool.clone(),
+                        ok: outcome.ok(),
+                        output: text.clone(),
+                        error_code: outcome.result.as_ref().err().map(|e| e.code.to_string()),
+                        mutated: outcome.mutated(),
+                        duration_ms: outcome.duration_ms,
+                        interrupted: false,
+                    });
+                    self.messages
+                        .push(Message::new(Role::User, history::result_message(&outcome.tool, &text, repeated)));
+                }
+            }
+        }
+    }
+
+    fn finish(
+        &mut self,
+        reason: StopReason,
+        message: String,
+        answer: Option<String>,
+        c: &Counters,
+        start: Instant,
+    ) -> Result<RunOutcome> {
+        let wall_ms = start.elapsed().as_millis() as u64;
+        let payload = json!({
+            "reason": reason, "message": message, "answer": answer,
+            "turns": c.turns, "tokens": c.tokens, "wall_ms": wall_ms,
+        });
+        let seq = self.record(EventKind::RunEnd, payload)?;
+        self.last_stop = Some(reason);
+        self.emit(Event::RunEnd {
+            seq,
+            reason,
+            message: message.clone(),
+            answer: answer.clone(),
+            turns: c.turns,
+            tokens: c.tokens,
+            wall_ms,
+        });
+        Ok(RunOutcome { reason, message, answer })
+    }
+
+    /// Record the loss of a call's result and tell the model.
+    fn record_interrupted(&mut self, lost: history::Lost) -> Result<()> {
+        let output = history::interrupted_text(&lost);
+        let payload = json!({
+            "action_seq": lost.action_seq, "tool": lost.tool, "ok": false, "output": output,
+            "error": {"code": "interrupted", "message": output}, "mutated": Value::Null,
+            "truncated": false, "interrupted": true, "duration_ms": 0,
+        });
+        let seq = self.record(EventKind::Observation, payload)?;
+        self.emit(Event::ToolResult {
+            seq,
+            action_seq: lost.action_seq,
+            tool: lost.tool.clone(),
+            ok: false,
+            output: output.clone(),
+            error_code: Some("interrupted".into()),
+            mutated: false,
+            duration_ms: 0,
+            interrupted: true,
+        });
+        self.messages.push(Message::new(Role::User, history::result_message(&lost.tool, &output, 0)));
+        Ok(())
+    }
+}
+
+#[derive(Default)]
+struct Counters {
+    turns: u32,
+    tokens: u64,
+}
+
+fn wall_msg(b: Budgets) -> String {
+    format!("the wall-time budget is spent ({} s)", b.max_wall_ms.unwrap_or(0) / 1000)
+}
+
+fn sha_hex(text: &str) -> String {
+    Sha256::digest(text.as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
+}

@@ -1,0 +1,145 @@
+//! Rendering a run's events: for people (progress on stderr, the final answer on stdout), or as
+//! JSON lines on stdout (`--json`).
+
+use std::io::Write as _;
+
+use indicatif::{ProgressBar, ProgressStyle};
+use serde_json::Value;
+
+use abhed::agent::events::TurnKind;
+use abhed::agent::{Event, StopReason};
+
+use super::{Failure, print_stdout};
+
+pub struct Renderer {
+    json: bool,
+    bar: Option<ProgressBar>,
+}
+
+/// The most characters of a tool result shown on one progress line.
+const PREVIEW_CHARS: usize = 160;
+
+impl Renderer {
+    pub fn new(json: bool) -> Self {
+        Renderer { json, bar: None }
+    }
+
+    pub fn render(&mut self, ev: &Event) -> Result<(), Failure> {
+        if let Event::Loading { fraction } = ev {
+            // Loading progress is for people; the JSON stream starts with the session.
+            if !self.json {
+                let bar = self.bar.get_or_insert_with(|| {
+                    let b = ProgressBar::with_draw_target(Some(1000), indicatif::ProgressDrawTarget::stderr());
+                    if let Ok(style) = ProgressStyle::with_template("loading model {bar:30} {percent:>3}%") {
+                        b.set_style(style);
+                    }
+                    b
+                });
+                bar.set_position((fraction * 1000.0) as u64);
+            }
+            return Ok(());
+        }
+        if let Some(bar) = self.bar.take() {
+            bar.finish_and_clear();
+        }
+        if self.json {
+            return print_stdout(&format!("{}\n", ev.to_json()));
+        }
+        self.human(ev)
+    }
+
+    pub fn finish(&mut self) {
+        if let Some(bar) = self.bar.take() {
+            bar.finish_and_clear();
+        }
+    }
+
+    fn human(&mut self, ev: &Event) -> Result<(), Failure> {
+        match ev {
+            Event::Loading { .. } => {}
+            Event::Session { session, workspace, resumed } => {
+                let how = if *resumed { "resumed" } else { "new" };
+                err(&format!("session {session} ({how}) in {workspace}"));
+            }
+            Event::RunStart { model, preflight, .. } => {
+                let mut facts = vec![model.adapter.clone()];
+                if let Some(n) = model.n_ctx {
+                    facts.push(format!("n_ctx {n}"));
+                }
+                if let Some(t) = model.threads {
+                    facts.push(format!("{t} threads"));
+                }
+                if let Some(p) = preflight.prompt_tokens {
+                    facts.push(format!("prompt {p} tokens"));
+                }
+                err(&format!("model {} ({})", model.name, facts.join(", ")));
+            }
+            Event::Task { .. } => {}
+            Event::ModelTurn { turn, kind, usage, feedback, raw, .. } => {
+                let speed = if usage.generate_ms > 0 {
+                    format!(", {:.1} tok/s", f64::from(usage.generated_tokens) * 1000.0 / usage.generate_ms as f64)
+                } else {
+                    String::new()
+                };
+                let stats = format!(
+                    "{} new prompt tokens ({} cached), {} generated{speed}",
+                    usage.evaluated_tokens, usage.cached_tokens, usage.generated_tokens
+                );
+                match kind {
+                    TurnKind::Invalid => err(&format!(
+                        "[{turn}] invalid reply ({stats}): {}\n      reply was: {}",
+                        feedback.as_deref().unwrap_or_default(),
+                        preview(raw)
+                    )),
+                    _ => err(&format!("[{turn}] {stats}")),
+                }
+            }
+            Event::ToolCall { tool, arguments, .. } => {
+                err(&format!("  -> {tool} {}", preview(&compact(arguments))));
+            }
+            Event::ToolResult { ok, output, error_code, interrupted, .. } => {
+                let head = if *interrupted {
+                    "interrupted".to_string()
+                } else if *ok {
+                    "ok".to_string()
+                } else {
+                    format!("error {}", error_code.as_deref().unwrap_or_default())
+                };
+                err(&format!("  <- {head}: {}", preview(output)));
+            }
+            Event::RunEnd { reason, message, answer, turns, tokens, wall_ms, .. } => {
+                let summary = format!("{} turns, {tokens} tokens, {:.1} s", turns, *wall_ms as f64 / 1000.0);
+                match reason {
+                    StopReason::Done | StopReason::GaveUp => {
+                        err(&format!("{} ({summary})", reason.as_str().replace('_', " ")));
+                        let mut text = answer.clone().unwrap_or_default();
+                        if !text.ends_with('\n') {
+                            text.push('\n');
+                        }
+                        print_stdout(&text)?;
+                    }
+                    _ => err(&format!("stopped: {}: {message} ({summary})", reason.as_str())),
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+fn compact(v: &Value) -> String {
+    serde_json::to_string(v).unwrap_or_default()
+}
+
+/// One line, at most [`PREVIEW_CHARS`].
+fn preview(text: &str) -> String {
+    let one: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if one.chars().count() > PREVIEW_CHARS {
+        format!("{}...", one.chars().take(PREVIEW_CHARS).collect::<String>())
+    } else {
+        one
+    }
+}
+
+fn err(line: &str) {
+    let _ = writeln!(std::io::stderr(), "{line}");
+}

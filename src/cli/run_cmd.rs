@@ -1,0 +1,306 @@
+//! `abhed run "TASK"` and `abhed sessions resume ID`: a run on a model, one-shot and
+//! non-interactive. The loop runs on its own thread (it owns the model and the store); this
+//! thread sends it the operation and renders the events it sends back.
+
+use std::path::PathBuf;
+use std::sync::mpsc;
+use std::time::Duration;
+
+use clap::Args;
+
+use abhed::agent::{Agent, Budgets, Event, Op, RunSetup, StopReason};
+use abhed::config::Config;
+use abhed::model::llama::{LlamaEngine, LlamaParams};
+use abhed::model::openai::{OpenAi, OpenAiParams};
+use abhed::model::scripted::Scripted;
+use abhed::model::{Cancel, Model, TurnSchema, locate};
+use abhed::sandbox::Workspace;
+use abhed::store::Store;
+use abhed::tools::{Registry, ToolContext};
+
+use super::render::Renderer;
+use super::{Failure, exit};
+
+/// Which model to use and how; each flag overrides the config's `[model]` key.
+#[derive(Args, Clone, Default)]
+pub struct ModelArgs {
+    /// A GGUF file (default: the default model, found beside the binary or in a checkout).
+    #[arg(long, value_name = "PATH")]
+    pub model: Option<PathBuf>,
+    /// An OpenAI-compatible endpoint (llama-server, vLLM, Ollama) instead of a GGUF.
+    #[arg(long, value_name = "URL", conflicts_with = "model")]
+    pub endpoint: Option<String>,
+    /// The model name sent to the endpoint.
+    #[arg(long, value_name = "NAME", requires = "endpoint")]
+    pub endpoint_model: Option<String>,
+    /// Replay a file of model turns (for testing the loop; never a real model).
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["model", "endpoint"])]
+    pub script: Option<PathBuf>,
+    /// Context window in tokens.
+    #[arg(long = "ctx", value_name = "N")]
+    pub n_ctx: Option<u32>,
+    /// CPU threads (default: the physical cores).
+    #[arg(long, value_name = "N")]
+    pub threads: Option<u32>,
+    /// A built-in chat template (chatml, llama3, ...) for a model whose own is not known.
+    #[arg(long, value_name = "NAME")]
+    pub chat_template: Option<String>,
+    /// The most tokens one reply may have.
+    #[arg(long, value_name = "N")]
+    pub max_reply_tokens: Option<u32>,
+    /// Do not use (or write) the saved system-prompt state.
+    #[arg(long)]
+    pub no_prompt_cache: bool,
+}
+
+/// The run's budgets; each flag overrides the config's `[run]` key.
+#[derive(Args, Clone, Default)]
+pub struct BudgetArgs {
+    /// The most model turns.
+    #[arg(long, value_name = "N")]
+    pub max_turns: Option<u32>,
+    /// The most tokens evaluated plus generated.
+    #[arg(long, value_name = "N")]
+    pub max_tokens: Option<u64>,
+    /// The most wall time, in seconds (0: no limit).
+    #[arg(long = "timeout", value_name = "SECS")]
+    pub max_wall_s: Option<u64>,
+}
+
+#[derive(Args)]
+pub struct RunArgs {
+    /// What to do, in plain words.
+    pub task: String,
+    /// The workspace root (default: the current directory).
+    #[arg(long, value_name = "DIR")]
+    pub workspace: Option<PathBuf>,
+    /// Print every event as a JSON line on stdout (schema: docs/EVENTS.md).
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub model: ModelArgs,
+    #[command(flatten)]
+    pub budgets: BudgetArgs,
+}
+
+/// The model a run uses, resolved from flags and config.
+enum ModelSpec {
+    Llama(LlamaParams),
+    OpenAi(OpenAiParams),
+    Scripted(PathBuf),
+}
+
+/// What the loop thread needs to start.
+struct Plan {
+    store_path: PathBuf,
+    workspace: PathBuf,
+    /// A session to resume; `None` starts one.
+    session: Option<String>,
+    config: Config,
+    spec: ModelSpec,
+    budgets: Budgets,
+    op: Op,
+}
+
+pub fn run(a: RunArgs) -> Result<u8, Failure> {
+    let ws = super::workspace_dir(a.workspace, None)?;
+    let config = Config::load(&ws).map_err(|e| Failure::usage(format!("{e:#}")))?;
+    let plan = plan(ws, None, config, &a.model, &a.budgets, Op::Task(a.task))?;
+    execute(plan, a.json)
+}
+
+/// Resume `session` (in its own workspace) with an optional follow-up task.
+pub fn resume(
+    session: String,
+    task: Option<String>,
+    model: &ModelArgs,
+    budgets: &BudgetArgs,
+    json: bool,
+) -> Result<u8, Failure> {
+    let store_path = Store::default_path().map_err(|e| Failure::internal(&e))?;
+    let store = Store::open(&store_path).map_err(|e| Failure::internal(&e))?;
+    let s = store.open_session(&session).map_err(|e| Failure::internal(&e))?.ok_or_else(|| {
+        Failure::usage(format!("no session `{session}` in {}; `abhed sessions list` shows them", store_path.display()))
+    })?;
+    let events = s.events().map_err(|e| Failure::internal(&e))?;
+    let last = abhed::agent::history::rebuild(&events).last_stop;
+    if task.is_none() && last.is_some_and(|r| !r.resumable()) {
+        return Err(Failure::usage(format!(
+            "session `{session}` already finished ({}); give a follow-up task: abhed sessions resume {session} \"TASK\"",
+            last.map(StopReason::as_str).unwrap_or_default()
+        )));
+    }
+    let ws = s.workspace().to_path_buf();
+    drop(s);
+    drop(store);
+    let config = Config::load(&ws).map_err(|e| Failure::usage(format!("{e:#}")))?;
+    let op = task.map(Op::Task).unwrap_or(Op::Continue);
+    let plan = plan(ws, Some(session), config, model, budgets, op)?;
+    execute(plan, json)
+}
+
+fn plan(
+    workspace: PathBuf,
+    session: Option<String>,
+    config: Config,
+    m: &ModelArgs,
+    b: &BudgetArgs,
+    op: Op,
+) -> Result<Plan, Failure> {
+    let store_path = Store::default_path().map_err(|e| Failure::internal(&e))?;
+    let mc = &config.model;
+    let endpoint = m.endpoint.clone().or_else(|| if m.model.is_some() { None } else { mc.endpoint.clone() });
+    let spec = if let Some(script) = &m.script {
+        ModelSpec::Scripted(script.clone())
+    } else if let Some(endpoint) = endpoint {
+        let api_key = match &mc.api_key_env {
+            Some(var) => Some(std::env::var(var).map_err(|_| {
+                Failure::usage(format!("model.api_key_env names ${var}, which is not set; set it or remove the key"))
+            })?),
+            None => None,
+        };
+        ModelSpec::OpenAi(OpenAiParams {
+            endpoint,
+            model: m.endpoint_model.clone().unwrap_or_else(|| mc.endpoint_model.clone()),
+            api_key,
+            connect_timeout: Duration::from_secs(mc.connect_timeout_s),
+            turn_timeout: Duration::from_secs(mc.turn_timeout_s),
+            temperature: mc.temperature,
+            n_ctx: m.n_ctx.or(mc.n_ctx),
+        })
+    } else {
+        let explicit = m
+            .model
+            .clone()
+            .or_else(|| std::env::var_os("ABHED_MODEL").filter(|v| !v.is_empty()).map(PathBuf::from))
+            .or_else(|| mc.path.clone());
+        let path = locate::model_path(explicit.as_deref()).map_err(|e| Failure::usage(format!("{e:#}")))?;
+        let mut p = LlamaParams::new(path);
+        p.n_ctx = m.n_ctx.or(mc.n_ctx);
+        p.n_batch = mc.n_batch;
+        p.n_threads = m.threads.or(mc.n_threads);
+        p.kv_type = mc.kv_type.clone();
+        p.chat_template = m.chat_template.clone().or_else(|| mc.chat_template.clone());
+        p.temperature = mc.temperature;
+        p.seed = mc.seed;
+        if mc.prompt_cache && !m.no_prompt_cache {
+            p.prompt_cache_dir = store_path.parent().map(|d| d.join("prompt-cache"));
+        }
+        ModelSpec::Llama(p)
+    };
+    let rc = &config.run;
+    let wall = b.max_wall_s.unwrap_or(rc.max_wall_s);
+    let budgets = Budgets {
+        max_turns: b.max_turns.unwrap_or(rc.max_turns),
+        max_tokens: b.max_tokens.unwrap_or(rc.max_tokens),
+        max_wall_ms: (wall > 0).then_some(wall * 1000),
+        max_reply_tokens: m.max_reply_tokens.unwrap_or(mc.max_reply_tokens),
+    };
+    if budgets.max_turns == 0 || budgets.max_reply_tokens == 0 {
+        return Err(Failure::usage("--max-turns and --max-reply-tokens must be at least 1"));
+    }
+    Ok(Plan { store_path, workspace, session, config, spec, budgets, op })
+}
+
+/// Run the plan on the loop thread and render its events here.
+fn execute(plan: Plan, json: bool) -> Result<u8, Failure> {
+    let cancel = Cancel::new();
+    let flag = cancel.flag();
+    // First Ctrl-C: stop at the next safe point (events are committed as they happen, so the
+    // session stays resumable). A second one: leave at once.
+    let _ = ctrlc::set_handler(move || {
+        if flag.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            std::process::exit(i32::from(exit::INTERRUPTED));
+        }
+    });
+    let (op_tx, op_rx) = mpsc::channel();
+    let (ev_tx, ev_rx) = mpsc::channel();
+    let _ = op_tx.send(plan.op.clone());
+    drop(op_tx);
+    let worker = std::thread::Builder::new()
+        .name("abhed-loop".into())
+        .spawn(move || drive(plan, cancel, op_rx, ev_tx))
+        .map_err(|e| Failure::internal(&e.into()))?;
+    let mut renderer = Renderer::new(json);
+    let mut last_end = None;
+    for ev in ev_rx {
+        if let Event::RunEnd { reason, .. } = &ev {
+            last_end = Some(*reason);
+        }
+        renderer.render(&ev)?;
+    }
+    renderer.finish();
+    let result =
+        worker.join().map_err(|_| Failure { code: exit::INTERNAL, message: "the loop thread panicked".into() })?;
+    result?;
+    Ok(match last_end {
+        Some(r) => exit_code(r),
+        None => exit::INTERNAL,
+    })
+}
+
+pub fn exit_code(r: StopReason) -> u8 {
+    match r {
+        StopReason::Done => exit::OK,
+        StopReason::GaveUp => exit::GAVE_UP,
+        StopReason::Interrupted => exit::INTERRUPTED,
+        StopReason::ModelError | StopReason::InternalError => exit::INTERNAL,
+        r if r.is_budget() => exit::BUDGET,
+        _ => exit::INTERNAL,
+    }
+}
+
+/// The loop thread: load the model, open the session, serve the operation.
+fn drive(plan: Plan, cancel: Cancel, ops: mpsc::Receiver<Op>, events: mpsc::Sender<Event>) -> Result<(), Failure> {
+    let store = Store::open(&plan.store_path).map_err(|e| Failure::internal(&e))?;
+    let registry = Registry::native();
+    let schema = TurnSchema::new(&registry);
+    let setup_err = |e: anyhow::Error| Failure::usage(format!("{e:#}"));
+    match &plan.spec {
+        ModelSpec::Llama(p) => {
+            let sha = locate::sha256_cached(&store, &p.path).map_err(setup_err)?;
+            let tx = events.clone();
+            let engine = LlamaEngine::load(p.clone(), sha, move |f| drop(tx.send(Event::Loading { fraction: f })))
+                .map_err(setup_err)?;
+            let mut model = engine.session(&schema).map_err(setup_err)?;
+            serve(&plan, &store, &registry, &mut model, cancel, ops, events)
+        }
+        ModelSpec::OpenAi(p) => {
+            let mut model = OpenAi::new(p.clone(), &schema);
+            serve(&plan, &store, &registry, &mut model, cancel, ops, events)
+        }
+        ModelSpec::Scripted(path) => {
+            let mut model = Scripted::load(path).map_err(setup_err)?;
+            serve(&plan, &store, &registry, &mut model, cancel, ops, events)
+        }
+    }
+}
+
+fn serve(
+    plan: &Plan,
+    store: &Store,
+    registry: &Registry,
+    model: &mut dyn Model,
+    cancel: Cancel,
+    ops: mpsc::Receiver<Op>,
+    events: mpsc::Sender<Event>,
+) -> Result<(), Failure> {
+    let session = match &plan.session {
+        Some(id) => store
+            .open_session(id)
+            .map_err(|e| Failure::internal(&e))?
+            .ok_or_else(|| Failure::usage(format!("no session `{id}`")))?,
+        None => store.create_session(&plan.workspace).map_err(|e| Failure::internal(&e))?,
+    };
+    let workspace = Workspace::new(&plan.workspace, &plan.config.workspace.extra_roots)
+        .map_err(|e| Failure::usage(format!("cannot use workspace {}: {e}", plan.workspace.display())))?;
+    let setup = RunSetup {
+        registry,
+        tools: ToolContext { workspace: &workspace, config: &plan.config, session: &session },
+        budgets: plan.budgets,
+        working_budget: plan.config.run.working_budget,
+        cancel,
+    };
+    let mut agent = Agent::new(model, setup, events).map_err(|e| Failure::internal(&e))?;
+    agent.serve(ops).map_err(|e| Failure::internal(&e))
+}

@@ -1,0 +1,512 @@
+//! llama.cpp in-process, through `llama-cpp-2`.
+//!
+//! - The chat template is the GGUF's own (or a built-in one the operator names).
+//! - Every reply is constrained by a GBNF grammar made from the turn schema by llama.cpp's own
+//!   JSON-schema converter, so a turn always parses into one schema-valid call or an answer.
+//!   The grammar is checked lazily: a token is sampled from the raw logits first and only
+//!   when the grammar rejects it does the full pass over the vocabulary run (see [`sample`]).
+//! - The KV cache is reused across turns: only the tokens after the longest common prefix of
+//!   the cache and the new prompt are evaluated. The system prompt's state is saved on disk,
+//!   keyed by the model's sha256 and the prompt, so a new session skips that prefill.
+//!
+//! The model and its context are split ([`LlamaEngine`] and [`LlamaSession`]) because the
+//! context borrows the model.
+
+mod bench;
+
+use std::num::NonZeroU32;
+use std::path::PathBuf;
+use std::sync::OnceLock;
+use std::time::Instant;
+
+use anyhow::{Result, anyhow, bail};
+use llama_cpp_2::context::LlamaContext;
+use llama_cpp_2::context::params::{KvCacheType, LlamaContextParams};
+use llama_cpp_2::llama_backend::LlamaBackend;
+use llama_cpp_2::llama_batch::LlamaBatch;
+use llama_cpp_2::model::params::LlamaModelParams;
+use llama_cpp_2::model::{LlamaChatMessage, LlamaChatTemplate, LlamaModel};
+use llama_cpp_2::sampling::LlamaSampler;
+use llama_cpp_2::token::LlamaToken;
+use llama_cpp_2::token::data::LlamaTokenData;
+use llama_cpp_2::token::data_array::LlamaTokenDataArray;
+use sha2::{Digest, Sha256};
+
+use super::{Message, Model, ModelError, ModelInfo, Reply, TurnRequest, TurnSchema, Usage};
+
+/// How to load and run a GGUF.
+#[derive(Debug, Clone)]
+pub struct LlamaParams {
+    pub path: PathBuf,
+    /// Context window; default the model's training context, at most 8192.
+    pub n_ctx: Option<u32>,
+    /// Tokens per decode call while evaluating a prompt.
+    pub n_batch: u32,
+    /// Default: the physical cores.
+    pub n_threads: Option<u32>,
+    /// KV cache element type: f16 (default), q8_0, q4_0, f32.
+    pub kv_type: String,
+    /// A built-in template name (chatml, llama3, ...) used instead of the GGUF's own.
+    pub chat_template: Option<String>,
+    /// 0 = greedy (the default: runs repeat).
+    pub temperature: f32,
+    pub seed: u32,
+    /// Where the system prompt's state is saved; `None` disables the cache.
+    pub prompt_cache_dir: Option<PathBuf>,
+}
+
+impl LlamaParams {
+    pub fn new(path: PathBuf) -> Self {
+        LlamaParams {
+            path,
+            n_ctx: None,
+            n_batch: 512,
+            n_threads: None,
+            kv_type: "f16".into(),
+            chat_template: None,
+            temperature: 0.0,
+            seed: 0,
+            prompt_cache_dir: None,
+        }
+    }
+}
+
+/// The largest default context: enough for real work, small enough for a laptop's memory.
+const DEFAULT_MAX_CTX: u32 = 8192;
+
+fn backend() -> Result<&'static LlamaBackend> {
+    static BACKEND: OnceLock<Result<LlamaBackend, String>> = OnceLock::new();
+    BACKEND
+        .get_or_init(|| {
+            // llama.cpp's own logs go to tracing; they are shown only when a subscriber asks.
+            llama_cpp_2::send_logs_to_tracing(llama_cpp_2::LogOptions::default());
+            LlamaBackend::init().map_err(|e| e.to_string())
+        })
+        .as_ref()
+        .map_err(|e| anyhow!("cannot initialise llama.cpp: {e}"))
+}
+
+/// The cores without their hyper-threads, which llama.cpp's matrix kernels do not gain from.
+pub fn physical_cores() -> u32 {
+    let avail = std::thread::available_parallelism().map(|n| n.get() as u32).unwrap_or(1);
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let mut cores = std::collections::HashSet::new();
+    let mut phys = "";
+    for line in cpuinfo.lines() {
+        let mut kv = line.splitn(2, ':').map(str::trim);
+        match (kv.next(), kv.next()) {
+            (Some("physical id"), Some(v)) => phys = v,
+            (Some("core id"), Some(v)) => {
+                cores.insert(format!("{phys}/{v}"));
+            }
+            _ => {}
+        }
+    }
+    let n = cores.len() as u32;
+    if n == 0 { avail } else { n.min(avail) }
+}
+
+fn kv_type(name: &str) -> Result<KvCacheType> {
+    Ok(match name {
+        "f16" => KvCacheType::F16,
+        "f32" => KvCacheType::F32,
+        "q8_0" => KvCacheType::Q8_0,
+        "q4_0" => KvCacheType::Q4_0,
+        other => bail!("model.kv_type {other:?} is not one of f16, q8_0, q4_0, f32"),
+    })
+}
+
+/// A loaded GGUF.
+pub struct LlamaEngine {
+    model: LlamaModel,
+    params: LlamaParams,
+    sha256: String,
+    template: LlamaChatTemplate,
+    template_name: String,
+}
+
+impl LlamaEngine {
+    /// Load the model; `progress` gets the fraction loaded.
+    pub fn load(params: LlamaParams, sha256: String, mut progress: impl FnMut(f32) + 'static) -> Result<Self> {
+        super::locate::check_gguf(&params.path)?;
+        kv_type(&params.kv_type)?;
+        let backend = backend()?;
+        let mparams = LlamaModelParams::default().with_progress_callback(move |p| {
+            progress(p);
+            true
+        });
+        let model = LlamaModel::load_from_file(backend, &params.path, &mparams).map_err(|e| {
+            anyhow!(
+                "llama.cpp could not load {} ({e}): the file is truncated or corrupt, or its architecture is newer than this build. Check its sha256 against its source, or fetch the default model again with `bash models/fetch.sh`; ABHED_LOG=llama_cpp_2=info shows llama.cpp's own account.",
+                params.path.display()
+            )
+        })?;
+        let (template, template_name) = match &params.chat_template {
+            Some(name) => (
+                LlamaChatTemplate::new(name).map_err(|e| anyhow!("invalid chat template name {name:?}: {e}"))?,
+                name.clone(),
+            ),
+            None => (
+                model.chat_template(None).map_err(|_| {
+                    anyhow!(
+                        "{} has no chat template in its metadata. Name a built-in one with --chat-template (or model.chat_template in the config): chatml, llama3, mistral-v7, gemma, phi3, ...",
+                        params.path.display()
+                    )
+                })?,
+                "gguf".to_string(),
+            ),
+        };
+        // llama.cpp applies templates it recognises; find out now, not at the first turn.
+        let probe = [chat_message("system", "s")?, chat_message("user", "u")?];
+        model.apply_chat_template(&template, &probe, true).map_err(|e| {
+            anyhow!(
+                "llama.cpp does not know the chat template of {} ({e}). Name a built-in template the model was trained with: --chat-template chatml (or llama3, mistral-v7, gemma, phi3, ...), or model.chat_template in the config.",
+                params.path.display()
+            )
+        })?;
+        Ok(LlamaEngine { model, params, sha256, template, template_name })
+    }
+
+    pub fn n_ctx_train(&self) -> u32 {
+        self.model.n_ctx_train()
+    }
+
+    pub fn n_params(&self) -> u64 {
+        self.model.n_params()
+    }
+
+    /// A context for one conversation.
+    pub fn session(&self, schema: &TurnSchema) -> Result<LlamaSession<'_>> {
+        let p = &self.params;
+        let n_ctx = p.n_ctx.unwrap_or_else(|| self.model.n_ctx_train().min(DEFAULT_MAX_CTX));
+        let threads = p.n_threads.unwrap_or_else(physical_cores).max(1);
+        let kv = kv_type(&p.kv_type)?;
+        let cparams = LlamaContextParams::default()
+            .with_n_ctx(NonZeroU32::new(n_ctx))
+            .with_n_batch(p.n_batch)
+            .with_n_ubatch(p.n_batch)
+            .with_n_threads(threads as i32)
+            .with_n_threads_batch(threads as i32)
+            .with_type_k(kv)
+            .with_type_v(kv);
+        let ctx = self.model.new_context(backend()?, cparams).map_err(|e| {
+            anyhow!("llama.cpp could not create a context of {n_ctx} tokens ({e}); lower --ctx or model.n_ctx")
+        })?;
+        let schema_text = serde_json::to_string(schema.json_schema())?;
+        let gbnf = llama_cpp_2::json_schema_to_grammar(&schema_text)
+            .map_err(|e| anyhow!("llama.cpp could not turn the turn schema into a grammar: {e}"))?;
+        // Parse once now so that a bad grammar is a start-up error, not a first-turn one.
+        LlamaSampler::grammar(&self.model, &gbnf, "root")
+            .map_err(|e| anyhow!("llama.cpp rejected the generated grammar: {e}"))?;
+        Ok(LlamaSession { engine: self, ctx, n_ctx, threads, gbnf, cached: Vec::new(), prompt_cache_used: false })
+    }
+}
+
+fn chat_message(role: &str, content: &str) -> Result<LlamaChatMessage> {
+    // A NUL cannot cross into C; tools never emit one, but a file name might hold anything.
+    LlamaChatMessage::new(role.to_string(), content.replace('\0', "\\0"))
+        .map_err(|e| anyhow!("cannot pass a message to llama.cpp: {e}"))
+}
+
+/// One conversation's context and its KV cache.
+pub struct LlamaSession<'m> {
+    engine: &'m LlamaEngine,
+    ctx: LlamaContext<'m>,
+    n_ctx: u32,
+    threads: u32,
+    gbnf: String,
+    /// The tokens whose state is in the KV cache, in order from position 0.
+    cached: Vec<LlamaToken>,
+    /// Whether the disk cache of the system prompt was tried (once per session).
+    prompt_cache_used: bool,
+}
+
+impl LlamaSession<'_> {
+    /// The CPU threads the context runs on.
+    pub fn threads(&self) -> u32 {
+        self.threads
+    }
+
+    /// The chat template applied to `messages`, tokenized.
+    fn tokenize(&self, messages: &[Message], add_assistant: bool) -> Result<Vec<LlamaToken>> {
+        let chat = messages.iter().map(|m| chat_message(m.role.as_str(), &m.content)).collect::<Result<Vec<_>>>()?;
+        let text = self
+            .engine
+            .model
+            .apply_chat_template(&self.engine.template, &chat, add_assistant)
+            .map_err(|e| anyhow!("cannot apply the chat template: {e}"))?;
+        Ok(self.engine.model.vocab().tokenize(text.as_bytes(), true, true))
+    }
+
+    /// Evaluate `tokens` at positions `start..`, keeping the logits of the last one.
+    fn decode(&mut self, start: usize, tokens: &[LlamaToken], cancel: &dyn Fn() -> bool) -> Result<(), ModelError> {
+        let n_batch = self.engine.params.n_batch.max(1) as usize;
+        let mut batch = LlamaBatch::new(n_batch, 1);
+        for (ci, chunk) in tokens.chunks(n_batch).enumerate() {
+            if cancel() {
+                return Err(ModelError::Cancelled);
+            }
+            batch.clear();
+            let last_chunk = (ci + 1) * n_batch >= tokens.len();
+            for (i, t) in chunk.iter().enumerate() {
+                let pos = (start + ci * n_batch + i) as i32;
+                batch.add(*t, pos, &[0], last_chunk && i + 1 == chunk.len()).map_err(|e| anyhow!("batch: {e}"))?;
+            }
+            self.ctx.decode(&mut batch).map_err(|e| anyhow!("llama.cpp decode failed: {e}"))?;
+            self.cached.extend_from_slice(chunk);
+        }
+        Ok(())
+    }
+
+    /// Drop the cache after position `keep`.
+    fn truncate_cache(&mut self, keep: usize) -> Result<()> {
+        if keep < self.cached.len() {
+            if self.ctx.kv_cache_seq_rm(0, Some(keep as u32), None).is_err() {
+                // Some architectures (recurrent ones) cannot drop a tail: start over.
+                self.ctx.clear_kv_cache();
+                self.cached.clear();
+                return Ok(());
+            }
+            self.cached.truncate(keep);
+        }
+        Ok(())
+    }
+
+    fn prompt_cache_file(&self, system: &[LlamaToken]) -> Option<PathBuf> {
+        let dir = self.engine.params.prompt_cache_dir.as_ref()?;
+        let mut h = Sha256::new();
+        for t in system {
+            h.update(t.0.to_le_bytes());
+        }
+        h.update(format!("{}|{}|{}", self.n_ctx, self.engine.params.kv_type, env!("CARGO_PKG_VERSION")).as_bytes());
+        let key: String = h.finalize()[..8].iter().map(|b| format!("{b:02x}")).collect();
+        let model = self.engine.sha256.get(..16).unwrap_or(&self.engine.sha256);
+        Some(dir.join(format!("{model}-{key}.kv")))
+    }
+
+    /// Fill the cache with the system prompt from disk, or evaluate it and save it there.
+    /// Returns the tokens evaluated (0 when the state came from disk).
+    fn warm_system_prompt(&mut self, messages: &[Message], cancel: &dyn Fn() -> bool) -> Result<u32, ModelError> {
+        self.prompt_cache_used = true;
+        let Some(first) = messages.first().filter(|m| m.role == super::Role::System) else { return Ok(0) };
+        let system = self.tokenize(std::slice::from_ref(first), false)?;
+        let Some(file) = self.prompt_cache_file(&system) else { return Ok(0) };
+        if file.is_file()
+            && let Ok(tokens) = self.ctx.state_load_file(&file, self.n_ctx as usize)
+        {
+            if tokens == system {
+                self.cached = tokens;
+                return Ok(0);
+            }
+            self.ctx.clear_kv_cache();
+            self.cached.clear();
+        }
+        self.truncate_cache(0)?;
+        self.decode(0, &system, cancel)?;
+        // Best effort: a read-only home only costs the next session its prefill.
+        if let Some(dir) = file.parent() {
+            let _ = std::fs::create_dir_all(dir);
+        }
+        let tmp = file.with_extension(format!("tmp{}", std::process::id()));
+        if self.ctx.state_save_file(&tmp, &self.cached).is_ok() {
+            let _ = std::fs::rename(&tmp, &file);
+        } else {
+            let _ = std::fs::remove_file(&tmp);
+        }
+        Ok(system.len() as u32)
+    }
+}
+
+impl Model for LlamaSession<'_> {
+    fn describe(&self) -> ModelInfo {
+        let p = &self.engine.params;
+        ModelInfo {
+            adapter: "llama".into(),
+            name: p.path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
+            location: p.path.display().to_string(),
+            sha256: Some(self.engine.sha256.clone()),
+            n_ctx: Some(self.n_ctx),
+            template: Some(self.engine.template_name.clone()),
+            threads: Some(self.threads),
+        }
+    }
+
+    fn n_ctx(&self) -> Option<u32> {
+        Some(self.n_ctx)
+    }
+
+    fn count_tokens(&self, messages: &[Message]) -> Result<Option<u32>, ModelError> {
+        Ok(Some(self.tokenize(messages, true)?.len() as u32))
+    }
+
+    fn complete(&mut self, req: &TurnRequest<'_>) -> Result<Reply, ModelError> {
+        let stop = || req.should_stop();
+        let prompt = self.tokenize(req.messages, true)?;
+        let needed = prompt.len() as u32 + req.max_tokens;
+        if needed > self.n_ctx {
+            return Err(ModelError::ContextFull {
+                needed,
+                prompt: prompt.len() as u32,
+                reply: req.max_tokens,
+                n_ctx: self.n_ctx,
+            });
+        }
+        let t0 = Instant::now();
+        let mut evaluated = 0;
+        if !self.prompt_cache_used && self.cached.is_empty() {
+            evaluated += self.warm_system_prompt(req.messages, &stop)?;
+        }
+        // The longest common prefix; at least one token is evaluated, for its logits.
+        let mut keep = self.cached.iter().zip(&prompt).take_while(|(a, b)| a == b).count();
+        if keep == prompt.len() {
+            keep -= 1;
+        }
+        self.truncate_cache(keep)?;
+        let keep = self.cached.len();
+        self.decode(keep, &prompt[keep..], &stop)?;
+        // Tokens evaluated for the system prompt and then dropped (it did not prefix this prompt)
+        // were spent too, but are not part of this prompt's accounting.
+        let evaluated = (evaluated.min(keep as u32) + (prompt.len() - keep) as u32).min(prompt.len() as u32);
+        let prompt_ms = t0.elapsed().as_millis() as u64;
+
+        let t1 = Instant::now();
+        let generated = self.generate(req, &stop)?;
+        let usage = Usage {
+            prompt_tokens: prompt.len() as u32,
+            cached_tokens: prompt.len() as u32 - evaluated,
+            evaluated_tokens: evaluated,
+            generated_tokens: generated.tokens,
+            prompt_ms,
+            generate_ms: t1.elapsed().as_millis() as u64,
+            grammar_resamples: generated.resamples,
+        };
+        Ok(Reply { text: generated.text, usage, cut_off: generated.cut_off })
+    }
+}
+
+struct Generated {
+    text: String,
+    tokens: u32,
+    resamples: u32,
+    cut_off: bool,
+}
+
+impl LlamaSession<'_> {
+    fn generate(&mut self, req: &TurnRequest<'_>, stop: &dyn Fn() -> bool) -> Result<Generated, ModelError> {
+        let model = &self.engine.model;
+        let p = &self.engine.params;
+        let mut sampler = TurnSampler::new(model, &self.gbnf, p.temperature, p.seed)?;
+        let vocab = model.vocab();
+        let mut bytes = Vec::new();
+        let mut out = Generated { text: String::new(), tokens: 0, resamples: 0, cut_off: false };
+        let mut batch = LlamaBatch::new(1, 1);
+        loop {
+            if stop() {
+                return Err(ModelError::Cancelled);
+            }
+            let (token, resampled) = sampler.next(&self.ctx, vocab.eos());
+            out.resamples += u32::from(resampled);
+            if vocab.is_eog(token) {
+                break;
+            }
+            sampler.accept(token);
+            out.tokens += 1;
+            vocab.token_to_piece_into(token, &mut bytes, false, None);
+            if out.tokens >= req.max_tokens {
+                out.cut_off = true;
+                break;
+            }
+            batch.clear();
+            batch.add(token, self.cached.len() as i32, &[0], true).map_err(|e| anyhow!("batch: {e}"))?;
+            self.ctx.decode(&mut batch).map_err(|e| anyhow!("llama.cpp decode failed: {e}"))?;
+            self.cached.push(token);
+        }
+        out.text = String::from_utf8_lossy(&bytes).into_owned();
+        Ok(out)
+    }
+}
+
+/// How many of the best candidates the grammar checks before it checks them all.
+const TOP_K_CHECK: usize = 64;
+
+/// Picks each token of a turn under the turn grammar, cheaply.
+///
+/// The grammar pass over a whole vocabulary costs milliseconds a token, so it is the last
+/// resort: the model's own pick is checked first (one token through the grammar); for greedy
+/// decoding, when the grammar rejects it, the best 64 candidates are checked next, and the
+/// highest one the grammar accepts is exactly what the full pass would pick (every other token
+/// has a lower logit); only when none of them fits does the full pass run. With a temperature,
+/// a rejected pick is resampled after the full pass (llama.cpp's `common_sampler` does the same).
+pub(crate) struct TurnSampler {
+    grammar: LlamaSampler,
+    /// `None`: greedy.
+    chain: Option<LlamaSampler>,
+}
+
+impl TurnSampler {
+    pub(crate) fn new(model: &LlamaModel, gbnf: &str, temperature: f32, seed: u32) -> Result<Self> {
+        let grammar = LlamaSampler::grammar(model, gbnf, "root")
+            .map_err(|e| anyhow!("llama.cpp rejected the generated grammar: {e}"))?;
+        let chain = (temperature > 0.0)
+            .then(|| LlamaSampler::chain_simple([LlamaSampler::temp(temperature), LlamaSampler::dist(seed)]));
+        Ok(TurnSampler { grammar, chain })
+    }
+
+    fn accepts(&mut self, token: LlamaToken) -> bool {
+        let mut one = LlamaTokenDataArray::new(vec![LlamaTokenData::new(token, 1.0, 0.0)], false);
+        one.apply_sampler(&mut self.grammar);
+        one.data.first().is_some_and(|d| d.logit().is_finite())
+    }
+
+    /// The next token, and whether the grammar had to correct the model's own pick.
+    pub(crate) fn next(&mut self, ctx: &LlamaContext<'_>, eos: LlamaToken) -> (LlamaToken, bool) {
+        let Some(chain) = self.chain.as_mut() else { return self.next_greedy(ctx, eos) };
+        let mut cands = LlamaTokenDataArray::from_iter(ctx.candidates_ith(-1), false);
+        cands.apply_sampler(chain);
+        if let Some(token) = cands.selected_token()
+            && self.accepts(token)
+        {
+            return (token, false);
+        }
+        let mut cands = LlamaTokenDataArray::from_iter(ctx.candidates_ith(-1), false);
+        cands.apply_sampler(&mut self.grammar);
+        if let Some(chain) = self.chain.as_mut() {
+            cands.apply_sampler(chain);
+        }
+        // The grammar always allows some token (an end-of-generation one once it is complete).
+        (cands.selected_token().unwrap_or(eos), true)
+    }
+
+    fn next_greedy(&mut self, ctx: &LlamaContext<'_>, eos: LlamaToken) -> (LlamaToken, bool) {
+        let logits = ctx.get_logits_ith(-1);
+        let best = logits.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1)).map(|(i, _)| i).unwrap_or(0);
+        if self.accepts(LlamaToken(best as i32)) {
+            return (LlamaToken(best as i32), false);
+        }
+        let mut order: Vec<usize> = (0..logits.len()).collect();
+        let k = TOP_K_CHECK.min(order.len());
+        if k < order.len() {
+            order.select_nth_unstable_by(k, |a, b| logits[*b].total_cmp(&logits[*a]));
+            order.truncate(k);
+        }
+        order.sort_unstable_by(|a, b| logits[*b].total_cmp(&logits[*a]));
+        let top: Vec<LlamaTokenData> =
+            order.iter().map(|&i| LlamaTokenData::new(LlamaToken(i as i32), logits[i], 0.0)).collect();
+        let mut cands = LlamaTokenDataArray::new(top, true);
+        cands.apply_sampler(&mut self.grammar);
+        if let Some(d) = cands.data.iter().find(|d| d.logit().is_finite()) {
+            return (d.id(), true);
+        }
+        let mut cands = LlamaTokenDataArray::from_iter(ctx.candidates_ith(-1), false);
+        cands.apply_sampler(&mut self.grammar);
+        let best = cands.data.iter().filter(|d| d.logit().is_finite()).max_by(|a, b| a.logit().total_cmp(&b.logit()));
+        (best.map(LlamaTokenData::id).unwrap_or(eos), true)
+    }
+
+    pub(crate) fn accept(&mut self, token: LlamaToken) {
+        self.grammar.accept(token);
+        if let Some(chain) = self.chain.as_mut() {
+            chain.accept(token);
+        }
+    }
+}

@@ -1,0 +1,124 @@
+//! A model that replays a file of turns: for deterministic tests of the loop (budgets, stop
+//! reasons, interrupted actions, resume) and of the gate. Never what makes a feature work.
+//!
+//! The file holds one reply per line, as the model would write it (blank lines and lines
+//! starting with `//` are skipped). Directives, each on a line of its own:
+//!
+//! - `#sleep MS`: the next reply takes MS milliseconds (it notices Ctrl-C and the deadline);
+//! - `#fault TEXT`: the next turn fails as an internal fault with TEXT;
+//! - `#context-full`: the next turn fails as if the context window were full;
+//! - `#n-ctx N`: the model reports a context window of N tokens (for the preflight).
+//!
+//! A reply "costs" one token per four bytes, so token budgets can be tested.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, Result, anyhow};
+
+use super::{Message, Model, ModelError, ModelInfo, Reply, TurnRequest, Usage};
+
+#[derive(Debug, Clone)]
+enum Step {
+    Reply { text: String, sleep_ms: u64 },
+    Fault(String),
+    ContextFull,
+}
+
+pub struct Scripted {
+    path: PathBuf,
+    steps: Vec<Step>,
+    next: usize,
+    n_ctx: Option<u32>,
+}
+
+impl Scripted {
+    pub fn load(path: &Path) -> Result<Self> {
+        let text = std::fs::read_to_string(path).with_context(|| format!("cannot read script {}", path.display()))?;
+        Self::parse(path, &text)
+    }
+
+    pub fn parse(path: &Path, text: &str) -> Result<Self> {
+        let mut steps = Vec::new();
+        let mut sleep_ms = 0;
+        let mut n_ctx = None;
+        for (n, line) in text.lines().enumerate() {
+            let line = line.trim();
+            if line.is_empty() || line.starts_with("//") {
+                continue;
+            }
+            if let Some(ms) = line.strip_prefix("#sleep ") {
+                sleep_ms = ms
+                    .trim()
+                    .parse()
+                    .with_context(|| format!("{}:{}: #sleep takes milliseconds", path.display(), n + 1))?;
+            } else if let Some(msg) = line.strip_prefix("#fault") {
+                steps.push(Step::Fault(msg.trim().to_string()));
+            } else if let Some(v) = line.strip_prefix("#n-ctx ") {
+                n_ctx = Some(
+                    v.trim().parse().with_context(|| format!("{}:{}: #n-ctx takes a number", path.display(), n + 1))?,
+                );
+            } else if line == "#context-full" {
+                steps.push(Step::ContextFull);
+            } else if line.starts_with('#') {
+                return Err(anyhow!("{}:{}: unknown directive {line}", path.display(), n + 1));
+            } else {
+                steps.push(Step::Reply { text: line.to_string(), sleep_ms });
+                sleep_ms = 0;
+            }
+        }
+        Ok(Scripted { path: path.to_path_buf(), steps, next: 0, n_ctx })
+    }
+}
+
+fn tokens(text: &str) -> u32 {
+    text.len().div_ceil(4) as u32
+}
+
+impl Model for Scripted {
+    fn describe(&self) -> ModelInfo {
+        ModelInfo {
+            adapter: "scripted".into(),
+            name: self.path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
+            location: self.path.display().to_string(),
+            ..ModelInfo::default()
+        }
+    }
+
+    fn n_ctx(&self) -> Option<u32> {
+        self.n_ctx
+    }
+
+    fn count_tokens(&self, messages: &[Message]) -> Result<Option<u32>, ModelError> {
+        Ok(Some(messages.iter().map(|m| tokens(&m.content)).sum()))
+    }
+
+    fn complete(&mut self, req: &TurnRequest<'_>) -> Result<Reply, ModelError> {
+        let step = self.steps.get(self.next).cloned().ok_or_else(|| {
+            anyhow!("the script {} has no turn {} (it has {})", self.path.display(), self.next + 1, self.steps.len())
+        })?;
+        self.next += 1;
+        match step {
+            Step::Fault(msg) => Err(ModelError::Fault(anyhow!("scripted fault: {msg}"))),
+            Step::ContextFull => Err(ModelError::ContextFull { needed: 2, prompt: 1, reply: 1, n_ctx: 1 }),
+            Step::Reply { text, sleep_ms } => {
+                let start = Instant::now();
+                while start.elapsed() < Duration::from_millis(sleep_ms) {
+                    if req.should_stop() {
+                        return Err(ModelError::Cancelled);
+                    }
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                let prompt = self.count_tokens(req.messages)?.unwrap_or(0);
+                let usage = Usage {
+                    prompt_tokens: prompt,
+                    evaluated_tokens: prompt,
+                    generated_tokens: tokens(&text),
+                    generate_ms: start.elapsed().as_millis() as u64,
+                    ..Usage::default()
+                };
+                Ok(Reply { text, usage, cut_off: false })
+            }
+        }
+    }
+}

@@ -1,0 +1,78 @@
+//! The CLI-layer test helper: a temporary workspace and `ABHED_HOME`, and the `abhed` binary
+//! run in them exactly as a person or a script runs it.
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+
+use serde_json::Value;
+
+pub struct Env {
+    _tmp: tempfile::TempDir,
+    pub home: PathBuf,
+    /// The workspace root, canonical.
+    pub ws: PathBuf,
+}
+
+impl Env {
+    pub fn new() -> Env {
+        let tmp = tempfile::tempdir().unwrap();
+        let home = tmp.path().join("home");
+        let ws = tmp.path().join("ws");
+        std::fs::create_dir_all(&ws).unwrap();
+        let ws = ws.canonicalize().unwrap();
+        Env { _tmp: tmp, home, ws }
+    }
+
+    /// The absolute path of `rel` in the workspace, as the model would write it.
+    pub fn path(&self, rel: &str) -> String {
+        self.ws.join(rel).display().to_string()
+    }
+
+    /// A file beside the workspace (scripts, configs), with `text`.
+    pub fn file(&self, name: &str, text: &str) -> PathBuf {
+        let p = self.ws.parent().unwrap().join(name);
+        std::fs::write(&p, text).unwrap();
+        p
+    }
+
+    /// The command, ready to run in the workspace with this env's home and no user config.
+    pub fn command(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_abhed"));
+        c.args(args)
+            .env("ABHED_HOME", &self.home)
+            .env("ABHED_CONFIG", self.home.join("no-config.toml"))
+            .env_remove("ABHED_MODEL")
+            .env_remove("ABHED_LOG")
+            .current_dir(&self.ws)
+            .stdin(Stdio::null());
+        c
+    }
+
+    pub fn cmd(&self, args: &[&str]) -> Output {
+        self.command(args).output().unwrap()
+    }
+
+    /// Started, with stdout and stderr piped.
+    pub fn spawn(&self, args: &[&str]) -> Child {
+        self.command(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap()
+    }
+
+    /// `abhed tool NAME ARGS --format json [extra]`, parsed.
+    pub fn json(&self, name: &str, args: &str, extra: &[&str]) -> (i32, Value) {
+        let mut argv = vec!["tool", name, args, "--format", "json"];
+        argv.extend_from_slice(extra);
+        let out = self.cmd(&argv);
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+            panic!("not JSON ({e}): {}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+        });
+        (out.status.code().unwrap(), v)
+    }
+}
+
+/// Every line of `out` as JSON.
+pub fn json_lines(out: &[u8]) -> Vec<Value> {
+    String::from_utf8_lossy(out)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not a JSON line ({e}): {l}")))
+        .collect()
+}

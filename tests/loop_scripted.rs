@@ -1,0 +1,270 @@
+//! The loop's deterministic behaviour, driven by the scripted adapter through the queue pair:
+//! stop reasons and budgets, tool errors as observations, invalid turns, faults, and resume
+//! after a crash (an action without an observation is reported as interrupted, never re-run).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::Path;
+use std::sync::mpsc;
+
+use abhed::agent::events::TurnKind;
+use abhed::agent::{Agent, Budgets, Event, Op, RunSetup, StopReason};
+use abhed::config::Config;
+use abhed::model::scripted::Scripted;
+use abhed::model::{Cancel, Role};
+use abhed::sandbox::Workspace;
+use abhed::store::{EventKind, Session, Store};
+use abhed::tools::{Registry, ToolContext};
+use serde_json::json;
+
+const BUDGETS: Budgets = Budgets { max_turns: 10, max_tokens: 100_000, max_wall_ms: None, max_reply_tokens: 256 };
+
+struct Fixture {
+    _tmp: tempfile::TempDir,
+    ws: std::path::PathBuf,
+    store: Store,
+}
+
+impl Fixture {
+    fn new() -> Fixture {
+        let tmp = tempfile::tempdir().unwrap();
+        let ws = tmp.path().join("ws");
+        std::fs::create_dir(&ws).unwrap();
+        let ws = ws.canonicalize().unwrap();
+        std::fs::write(ws.join("notes.txt"), "alpha\nbeta\n").unwrap();
+        let store = Store::open(&tmp.path().join("abhed.db")).unwrap();
+        Fixture { _tmp: tmp, ws, store }
+    }
+
+    fn p(&self, rel: &str) -> String {
+        self.ws.join(rel).display().to_string()
+    }
+
+    /// Run `op` on a script in `session`, with `budgets`; returns every event emitted.
+    fn run(&self, session: &Session<'_>, script: &str, op: Op, budgets: Budgets) -> Vec<Event> {
+        self.run_cancel(session, script, op, budgets, Cancel::new())
+    }
+
+    fn run_cancel(&self, session: &Session<'_>, script: &str, op: Op, budgets: Budgets, cancel: Cancel) -> Vec<Event> {
+        let mut model = Scripted::parse(Path::new("test.script"), script).unwrap();
+        let registry = Registry::native();
+        let config = Config::default();
+        let workspace = Workspace::new(&self.ws, &[]).unwrap();
+        let setup = RunSetup {
+            registry: &registry,
+            tools: ToolContext { workspace: &workspace, config: &config, session },
+            budgets,
+            working_budget: 0,
+            cancel,
+        };
+        let (op_tx, op_rx) = mpsc::channel();
+        let (ev_tx, ev_rx) = mpsc::channel();
+        op_tx.send(op).unwrap();
+        drop(op_tx);
+        let mut agent = Agent::new(&mut model, setup, ev_tx).unwrap();
+        agent.serve(op_rx).unwrap();
+        drop(agent);
+        ev_rx.into_iter().collect()
+    }
+}
+
+fn end(events: &[Event]) -> (StopReason, String, Option<String>) {
+    match events.last().unwrap() {
+        Event::RunEnd { reason, message, answer, .. } => (*reason, message.clone(), answer.clone()),
+        other => panic!("the last event is not run_end: {other:?}"),
+    }
+}
+
+fn call(tool: &str, args: serde_json::Value) -> String {
+    json!({"tool": tool, "arguments": args}).to_string()
+}
+
+#[test]
+fn a_call_then_an_answer_is_done_and_every_step_is_on_record() {
+    let f = Fixture::new();
+    let s = f.store.create_session(&f.ws).unwrap();
+    let script = format!(
+        "{}\n{{\"answer\": \"alpha\", \"status\": \"done\"}}\n",
+        call("read", json!({"path": f.p("notes.txt")}))
+    );
+    let events = f.run(&s, &script, Op::Task("first line?".into()), BUDGETS);
+    assert_eq!(end(&events), (StopReason::Done, "the model gave its final answer".into(), Some("alpha".into())));
+    let kinds: Vec<String> = s.events().unwrap().iter().map(|e| e.kind.clone()).collect();
+    assert_eq!(kinds, ["run_start", "task", "model_turn", "action", "observation", "model_turn", "run_end"]);
+    assert_eq!(s.verify_chain().unwrap(), None);
+    // The live events carry the stored sequence numbers.
+    let seqs: Vec<i64> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::ToolCall { seq, .. } | Event::ToolResult { seq, .. } => Some(*seq),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(seqs, [4, 5]);
+}
+
+#[test]
+fn a_tool_error_is_an_observation_and_the_loop_goes_on() {
+    let f = Fixture::new();
+    let s = f.store.create_session(&f.ws).unwrap();
+    let script = format!(
+        "{}\n{}\n{{\"answer\": \"found it\", \"status\": \"done\"}}\n",
+        call("read", json!({"path": "notes.txt"})),
+        call("read", json!({"path": f.p("notes.txt")}))
+    );
+    let events = f.run(&s, &script, Op::Task("t".into()), BUDGETS);
+    let results: Vec<(bool, Option<String>)> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::ToolResult { ok, error_code, .. } => Some((*ok, error_code.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(results, [(false, Some("relative_path".into())), (true, None)]);
+    assert_eq!(end(&events).0, StopReason::Done);
+}
+
+#[test]
+fn gave_up_is_its_own_stop_reason() {
+    let f = Fixture::new();
+    let s = f.store.create_session(&f.ws).unwrap();
+    let events = f.run(&s, r#"{"answer": "no such file", "status": "gave_up"}"#, Op::Task("t".into()), BUDGETS);
+    assert_eq!(end(&events).0, StopReason::GaveUp);
+}
+
+#[test]
+fn each_budget_has_its_own_stop_reason() {
+    let f = Fixture::new();
+    let glob = call("glob", json!({"pattern": "*.txt", "path": f.p("")}));
+    let looping = format!("{glob}\n{glob}\n{glob}\n{glob}\n");
+
+    let s = f.store.create_session(&f.ws).unwrap();
+    let e = f.run(&s, &looping, Op::Task("t".into()), Budgets { max_turns: 2, ..BUDGETS });
+    let (reason, msg, _) = end(&e);
+    assert_eq!(
+        (reason, msg.as_str()),
+        (StopReason::MaxTurns, "the turn budget is spent (2 turns) before a final answer")
+    );
+
+    // Scripted turns cost a token per four bytes of prompt and reply.
+    let s = f.store.create_session(&f.ws).unwrap();
+    let e = f.run(&s, &looping, Op::Task("t".into()), Budgets { max_tokens: 50, ..BUDGETS });
+    assert_eq!(end(&e).0, StopReason::MaxTokens);
+
+    let s = f.store.create_session(&f.ws).unwrap();
+    let slow = format!("#sleep 5000\n{glob}\n");
+    let started = std::time::Instant::now();
+    let e = f.run(&s, &slow, Op::Task("t".into()), Budgets { max_wall_ms: Some(300), ..BUDGETS });
+    assert_eq!(end(&e).0, StopReason::WallTime);
+    assert!(started.elapsed().as_millis() < 3000, "the deadline must cut a slow turn short");
+
+    let s = f.store.create_session(&f.ws).unwrap();
+    let e = f.run(&s, "#context-full\n", Op::Task("t".into()), BUDGETS);
+    assert_eq!(end(&e).0, StopReason::ContextFull);
+}
+
+#[test]
+fn an_invalid_turn_is_explained_to_the_model() {
+    let f = Fixture::new();
+    let s = f.store.create_session(&f.ws).unwrap();
+    let script = "I think I should read the file\n{\"answer\": \"ok\", \"status\": \"done\"}\n";
+    let events = f.run(&s, script, Op::Task("t".into()), BUDGETS);
+    let invalid = events.iter().find_map(|e| match e {
+        Event::ModelTurn { kind: TurnKind::Invalid, feedback, .. } => feedback.clone(),
+        _ => None,
+    });
+    assert!(invalid.unwrap().starts_with("your reply is not one JSON object"));
+    assert_eq!(end(&events).0, StopReason::Done);
+}
+
+#[test]
+fn a_model_fault_ends_the_run_as_internal_and_is_recorded() {
+    let f = Fixture::new();
+    let s = f.store.create_session(&f.ws).unwrap();
+    let events = f.run(&s, "#fault the decoder exploded\n", Op::Task("t".into()), BUDGETS);
+    let (reason, msg, _) = end(&events);
+    assert_eq!(reason, StopReason::InternalError);
+    assert!(msg.contains("the decoder exploded"), "{msg}");
+    let last = s.events().unwrap().pop().unwrap();
+    assert_eq!((last.kind.as_str(), last.payload["reason"].as_str()), ("run_end", Some("internal_error")));
+}
+
+#[test]
+fn cancel_stops_the_run_as_interrupted() {
+    let f = Fixture::new();
+    let s = f.store.create_session(&f.ws).unwrap();
+    let cancel = Cancel::new();
+    let c2 = cancel.clone();
+    std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        c2.cancel();
+    });
+    let script = format!("#sleep 5000\n{}\n", call("glob", json!({"pattern": "*"})));
+    let events = f.run_cancel(&s, &script, Op::Task("t".into()), BUDGETS, cancel);
+    assert_eq!(end(&events).0, StopReason::Interrupted);
+}
+
+#[test]
+fn resume_reports_a_lost_action_as_interrupted_and_never_reruns_it() {
+    let f = Fixture::new();
+    let s = f.store.create_session(&f.ws).unwrap();
+    // What a kill -9 during a write leaves: the action committed, no observation.
+    let target = f.p("out.txt");
+    let raw = call("write", json!({"path": target, "content": "x"}));
+    s.append(EventKind::RunStart, &json!({})).unwrap();
+    s.append(EventKind::Task, &json!({"text": "write out.txt"})).unwrap();
+    s.append(EventKind::ModelTurn, &json!({"turn": 1, "kind": "call", "raw": raw})).unwrap();
+    s.append(EventKind::Action, &json!({"tool": "write", "arguments": {"path": target, "content": "x"}})).unwrap();
+
+    let events = f.run(&s, "{\"answer\": \"checked\", \"status\": \"done\"}\n", Op::Continue, BUDGETS);
+    let lost = events.iter().find_map(|e| match e {
+        Event::ToolResult { interrupted: true, action_seq, output, .. } => Some((*action_seq, output.clone())),
+        _ => None,
+    });
+    let (action_seq, output) = lost.expect("the lost action is reported");
+    assert_eq!(action_seq, Some(4));
+    assert!(output.starts_with("Error [interrupted]: this write call was recorded but its result was not"), "{output}");
+    // Not re-run: the file was never written, and there is exactly one write action.
+    assert!(!Path::new(&target).exists());
+    let stored = s.events().unwrap();
+    assert_eq!(stored.iter().filter(|e| e.kind == "action").count(), 1);
+    assert_eq!(stored[4].kind, "observation");
+    assert_eq!(stored[4].payload["interrupted"], true);
+    assert_eq!(end(&events).0, StopReason::Done);
+    assert_eq!(s.verify_chain().unwrap(), None);
+}
+
+#[test]
+fn resume_rebuilds_the_conversation_the_model_saw() {
+    let f = Fixture::new();
+    let s = f.store.create_session(&f.ws).unwrap();
+    let glob = call("glob", json!({"pattern": "*.txt", "path": f.p("")}));
+    let first = f.run(&s, &format!("{glob}\n{glob}\n"), Op::Task("list".into()), Budgets { max_turns: 1, ..BUDGETS });
+    assert_eq!(end(&first).0, StopReason::MaxTurns);
+    let rebuilt = abhed::agent::history::rebuild(&s.events().unwrap());
+    let roles: Vec<Role> = rebuilt.messages.iter().map(|m| m.role).collect();
+    assert_eq!(roles, [Role::User, Role::Assistant, Role::User]);
+    assert!(rebuilt.messages[2].content.starts_with("[result of glob]\n"), "{}", rebuilt.messages[2].content);
+    assert_eq!(rebuilt.last_stop, Some(StopReason::MaxTurns));
+    let second = f.run(&s, r#"{"answer": "notes.txt", "status": "done"}"#, Op::Continue, BUDGETS);
+    assert!(matches!(second.first(), Some(Event::Session { resumed: true, .. })));
+    assert_eq!(end(&second).2.as_deref(), Some("notes.txt"));
+}
+
+#[test]
+fn the_preflight_refuses_a_prompt_that_cannot_fit_and_runs_nothing() {
+    let f = Fixture::new();
+    let s = f.store.create_session(&f.ws).unwrap();
+    let script = "#n-ctx 1000\n{\"answer\": \"a\", \"status\": \"done\"}\n";
+    let events = f.run(&s, script, Op::Task("t".into()), BUDGETS);
+    let (reason, msg, _) = end(&events);
+    assert_eq!(reason, StopReason::ContextFull);
+    assert!(
+        msg.starts_with(
+            "the context window is too small for this task: the system prompt with the tool schemas and the task take "
+        ),
+        "{msg}"
+    );
+    assert!(msg.contains("> n_ctx 1000. Raise the context (--ctx, model.n_ctx)"), "{msg}");
+    assert!(!events.iter().any(|e| matches!(e, Event::ModelTurn { .. })), "no turn may run");
+}

@@ -1,0 +1,146 @@
+//! The real local model: SmolLM2-135M-Instruct (the default, fetched by `models/fetch.sh`) run
+//! in-process by llama.cpp. The model is weak; these tests assert what the system guarantees
+//! whatever the model decides: every turn parses into a schema-valid call or an answer (the
+//! grammar), the calls run and are recorded, the chain verifies, the KV cache and the saved
+//! system prompt are reused, and bad input is refused with a clear message.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use common::cli::{Env, json_lines};
+use serde_json::Value;
+
+use abhed::model::locate;
+use abhed::tools::Registry;
+
+fn model() -> String {
+    let p = locate::model_path(None).unwrap_or_else(|e| panic!("the real-model tests need the default model: {e}"));
+    p.display().to_string()
+}
+
+fn setup() -> Env {
+    let env = Env::new();
+    std::fs::write(env.ws.join("notes.txt"), "alpha\nbeta\ngamma\n").unwrap();
+    std::fs::write(env.ws.join("main.rs"), "fn main() {\n    println!(\"hello\");\n}\n").unwrap();
+    env
+}
+
+fn stderr(o: &std::process::Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// One run on the real model, `--json`; returns the exit code and the events.
+fn run(env: &Env, task: &str, extra: &[&str]) -> (i32, Vec<Value>) {
+    let m = model();
+    let mut argv = vec!["run", task, "--json", "--model", &m, "--ctx", "4096"];
+    argv.extend_from_slice(extra);
+    let out = env.cmd(&argv);
+    (out.status.code().unwrap(), json_lines(&out.stdout))
+}
+
+fn of_type<'a>(events: &'a [Value], t: &str) -> Vec<&'a Value> {
+    events.iter().filter(|e| e["type"] == t).collect()
+}
+
+#[test]
+fn a_real_run_parses_executes_and_records_every_turn() {
+    let env = setup();
+    let task = format!("Read the file {} and tell me its first line.", env.path("notes.txt"));
+    let (code, events) = run(&env, &task, &["--max-turns", "4"]);
+    assert!([0, 1, 4].contains(&code), "exit {code}: {events:?}");
+
+    let start = of_type(&events, "run_start");
+    assert_eq!(start.len(), 1);
+    assert_eq!(start[0]["model"]["adapter"], "llama");
+    assert_eq!(start[0]["model"]["sha256"], "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53");
+    assert_eq!(start[0]["model"]["template"], "gguf");
+
+    let turns = of_type(&events, "model_turn");
+    assert!(!turns.is_empty());
+    let registry = Registry::native();
+    for t in &turns {
+        // The grammar: every complete reply is a call or an answer, never free text.
+        if t["cut_off"] == false {
+            assert_ne!(t["kind"], "invalid", "the grammar let through: {}", t["raw"]);
+        }
+        assert!(t["usage"]["generated_tokens"].as_u64().unwrap() > 0);
+    }
+    let calls = of_type(&events, "tool_call");
+    let results = of_type(&events, "tool_result");
+    assert_eq!(calls.len(), results.len(), "every call has its result");
+    for (c, r) in calls.iter().zip(&results) {
+        assert_eq!(r["action_seq"], c["seq"]);
+        // Schema-valid: the arguments satisfy the tool's own schema.
+        let tool = registry.get(c["tool"].as_str().unwrap()).expect("a known tool");
+        abhed::tools::args::validate(tool.name(), &tool.input_schema(), &c["arguments"])
+            .unwrap_or_else(|e| panic!("not schema-valid: {} {}: {}", c["tool"], c["arguments"], e.message));
+    }
+    let end = events.last().unwrap();
+    assert_eq!(end["type"], "run_end");
+
+    // Persisted, in order, with an intact chain.
+    let id = events[0]["session"].as_str().unwrap();
+    let stored = json_lines(&env.cmd(&["sessions", "export", id]).stdout);
+    assert_eq!(stored.len(), events.len() - 1, "every event but the session line is stored");
+    assert_eq!(env.cmd(&["sessions", "verify", id]).status.code(), Some(0));
+}
+
+#[test]
+fn turns_evaluate_only_new_tokens_and_the_system_prompt_is_saved() {
+    let env = setup();
+    let task = format!("Search {} for the word println with grep.", env.ws.display());
+    let (_, first) = run(&env, &task, &["--max-turns", "3"]);
+    let turns = of_type(&first, "model_turn");
+    // Greedy decoding makes this deterministic: the default model calls grep and goes on.
+    assert!(turns.len() >= 2, "the reuse check needs a second turn: {first:?}");
+    for (i, t) in turns.iter().enumerate().skip(1) {
+        let u = &t["usage"];
+        let cached = u["cached_tokens"].as_u64().unwrap();
+        let prompt = u["prompt_tokens"].as_u64().unwrap();
+        assert!(cached > 0 && cached < prompt, "turn {}: {u}", i + 1);
+        assert_eq!(u["evaluated_tokens"].as_u64().unwrap(), prompt - cached);
+    }
+    // A second session: its first turn finds the system prompt's state on disk.
+    let (_, second) = run(&env, "Say hello.", &["--max-turns", "1"]);
+    let u = &of_type(&second, "model_turn")[0]["usage"];
+    let prompt = of_type(&second, "run_start")[0]["preflight"]["prompt_tokens"].as_u64().unwrap();
+    assert!(u["cached_tokens"].as_u64().unwrap() > prompt / 2, "the saved system prompt was not used: {u}");
+    // And without the cache, all of it is evaluated.
+    let (_, third) = run(&env, "Say hello.", &["--max-turns", "1", "--no-prompt-cache"]);
+    let u = &of_type(&third, "model_turn")[0]["usage"];
+    assert_eq!(u["cached_tokens"], 0, "{u}");
+}
+
+#[test]
+fn a_context_too_small_for_the_prompt_is_refused_with_the_numbers() {
+    let env = setup();
+    let m = model();
+    let out = env.cmd(&["run", "hello", "--model", &m, "--ctx", "512"]);
+    assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("stopped: context_full: the context window is too small for this task"), "{err}");
+    assert!(err.contains("> n_ctx 512. Raise the context (--ctx, model.n_ctx)"), "{err}");
+}
+
+#[test]
+fn an_unknown_template_name_says_what_to_use() {
+    let env = setup();
+    let m = model();
+    let out = env.cmd(&["run", "hello", "--model", &m, "--chat-template", "no-such-template"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("llama.cpp does not know the chat template of"), "{}", stderr(&out));
+    assert!(stderr(&out).contains("--chat-template chatml"), "{}", stderr(&out));
+}
+
+#[test]
+fn a_truncated_gguf_is_refused_by_name() {
+    let env = setup();
+    let bytes = std::fs::read(model()).unwrap();
+    let cut = env.file("cut.gguf", "");
+    std::fs::write(&cut, &bytes[..bytes.len() / 3]).unwrap();
+    let out = env.cmd(&["run", "hello", "--model", cut.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("llama.cpp could not load"), "{}", stderr(&out));
+    assert!(stderr(&out).contains("cut.gguf"), "{}", stderr(&out));
+}
