@@ -74,7 +74,7 @@ fn a_run_through_llama_server_parses_executes_and_records() {
     std::fs::write(env.ws.join("notes.txt"), "alpha\nbeta\n").unwrap();
     let url = format!("http://127.0.0.1:{}", server.port);
     let task = format!("Read the file {} and tell me its first line.", env.path("notes.txt"));
-    let out = env.cmd(&["run", &task, "--endpoint", &url, "--json", "--max-turns", "3"]);
+    let out = env.cmd(&["run", &task, "--endpoint", &url, "--json", "--max-turns", "3", "--max-reply-tokens", "128"]);
     let code = out.status.code().unwrap();
     assert!([0, 1, 4].contains(&code), "exit {code}: {}", String::from_utf8_lossy(&out.stderr));
     let events = json_lines(&out.stdout);

@@ -32,9 +32,7 @@ pub struct Rebuilt {
 /// before this one: small models loop on a call, and the note names the loop (seed 003: failure
 /// evidence is not permission to repeat).
 pub fn result_message(tool: &str, output: &str, repeats: u32) -> String {
-    let mut text = format!(
-        "[result of {tool}]\n{output}\n[If this answers the task, reply {{\"answer\": ..., \"status\": \"done\"}} now; otherwise make the next call.]"
-    );
+    let mut text = format!("[result of {tool}]\n{output}");
     if repeats > 0 {
         text.push_str(&format!(
             "\n[note: you made this exact call {} times in a row; its result will not change. Use the result above: give your answer, or make a different call.]",

@@ -342,6 +342,9 @@ impl Model for LlamaSession<'_> {
     fn complete(&mut self, req: &TurnRequest<'_>) -> Result<Reply, ModelError> {
         let stop = || req.should_stop();
         let prompt = self.tokenize(req.messages, true)?;
+        if prompt.is_empty() {
+            return Err(ModelError::Fault(anyhow!("the chat template rendered an empty prompt")));
+        }
         let needed = prompt.len() as u32 + req.max_tokens;
         if needed > self.n_ctx {
             return Err(ModelError::ContextFull {
