@@ -130,11 +130,14 @@ pub struct RunConfig {
     pub max_wall_s: u64,
     /// Tokens the preflight requires to be left for the work after the prompt and one reply.
     pub working_budget: u32,
+    /// After this many identical calls in a row the next turn may only be the final answer
+    /// (0: never).
+    pub repeat_limit: u32,
 }
 
 impl Default for RunConfig {
     fn default() -> Self {
-        RunConfig { max_turns: 30, max_tokens: 500_000, max_wall_s: 1800, working_budget: 2048 }
+        RunConfig { max_turns: 30, max_tokens: 500_000, max_wall_s: 1800, working_budget: 2048, repeat_limit: 3 }
     }
 }
 

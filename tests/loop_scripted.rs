@@ -55,6 +55,7 @@ impl Fixture {
             tools: ToolContext { workspace: &workspace, config: &config, session },
             budgets,
             working_budget: 0,
+            repeat_limit: 3,
             cancel,
         };
         let (op_tx, op_rx) = mpsc::channel();
@@ -267,4 +268,38 @@ fn the_preflight_refuses_a_prompt_that_cannot_fit_and_runs_nothing() {
     );
     assert!(msg.contains("> n_ctx 1000. Raise the context (--ctx, model.n_ctx)"), "{msg}");
     assert!(!events.iter().any(|e| matches!(e, Event::ModelTurn { .. })), "no turn may run");
+}
+
+#[test]
+fn the_same_call_three_times_in_a_row_leaves_only_the_answer() {
+    let f = Fixture::new();
+    let s = f.store.create_session(&f.ws).unwrap();
+    let glob = call("glob", json!({"pattern": "*.txt", "path": f.p("")}));
+    // The scripted model ignores grammars, so it can try a fourth call: it is refused as the
+    // grammar of a local model would have refused it, and the answer after that is taken.
+    let script = format!("{glob}\n{glob}\n{glob}\n{glob}\n{{\"answer\": \"notes.txt\", \"status\": \"done\"}}\n");
+    let events = f.run(&s, &script, Op::Task("which text files?".into()), BUDGETS);
+    let turns: Vec<(TurnKind, bool, Option<String>)> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::ModelTurn { kind, answer_only, feedback, .. } => Some((*kind, *answer_only, feedback.clone())),
+            _ => None,
+        })
+        .collect();
+    let flags: Vec<(TurnKind, bool)> = turns.iter().map(|(k, a, _)| (*k, *a)).collect();
+    assert_eq!(
+        flags,
+        [
+            (TurnKind::Call, false),
+            (TurnKind::Call, false),
+            (TurnKind::Call, false),
+            (TurnKind::Invalid, true),
+            (TurnKind::Answer, false)
+        ]
+    );
+    let fb = turns[3].2.as_deref().unwrap();
+    assert!(fb.starts_with("you called glob again after making the same call 3 times in a row"), "{fb}");
+    // Three calls ran; the refused fourth did not.
+    assert_eq!(s.events().unwrap().iter().filter(|e| e.kind == "action").count(), 3);
+    assert_eq!(end(&events).0, StopReason::Done);
 }

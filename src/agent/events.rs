@@ -128,6 +128,8 @@ pub enum Event {
         /// For an invalid turn: what the model is told.
         #[serde(skip_serializing_if = "Option::is_none")]
         feedback: Option<String>,
+        /// Only a final answer was allowed: the model had repeated one call `repeat_limit` times.
+        answer_only: bool,
     },
     /// A tool call, committed before it runs.
     ToolCall {

@@ -42,6 +42,16 @@ pub fn result_message(tool: &str, output: &str, repeats: u32) -> String {
     text
 }
 
+/// Said after a result when the next turn may only be the final answer (the repeat guard).
+pub fn answer_now(task: Option<&str>) -> String {
+    match task {
+        Some(t) => {
+            format!("\n[Your next reply must be your final answer to the task, from the results above. The task: {t}]")
+        }
+        None => "\n[Your next reply must be your final answer to the task, from the results above.]".to_string(),
+    }
+}
+
 /// Counts consecutive identical calls (same tool, same arguments).
 #[derive(Debug, Default)]
 pub struct RepeatCounter {
@@ -216,6 +226,14 @@ mod tests {
         assert_eq!(texts, ["t", "{\"tool\":\"glob\"}", "[result of glob]\n/w/a", "hm", "[invalid reply] not JSON"]);
         assert_eq!(r.last_stop, Some(StopReason::MaxTurns));
         assert!(r.lost.is_empty());
+    }
+
+    #[test]
+    fn answer_now_restates_the_task() {
+        assert_eq!(
+            answer_now(Some("list the files")),
+            "\n[Your next reply must be your final answer to the task, from the results above. The task: list the files]"
+        );
     }
 
     #[test]

@@ -37,6 +37,9 @@ pub struct RunSetup<'a> {
     pub budgets: Budgets,
     /// Tokens that must remain for the work after the prompt and one reply (the preflight).
     pub working_budget: u32,
+    /// After this many identical calls in a row, the next turn may only be the final answer
+    /// (0: never).
+    pub repeat_limit: u32,
     pub cancel: Cancel,
 }
 
@@ -57,6 +60,8 @@ pub struct Agent<'a, 'm> {
     /// How the session's last run ended, when it was resumed.
     last_stop: Option<StopReason>,
     repeats: history::RepeatCounter,
+    /// The task of the current run, restated when the model must answer.
+    current_task: Option<String>,
 }
 
 impl<'a, 'm> Agent<'a, 'm> {
@@ -81,6 +86,7 @@ impl<'a, 'm> Agent<'a, 'm> {
             events,
             last_stop: None,
             repeats: history::RepeatCounter::default(),
+            current_task: None,
         };
         if resumed {
             let rebuilt = history::rebuild(&stored);
@@ -125,10 +131,13 @@ impl<'a, 'm> Agent<'a, 'm> {
         let budgets = self.setup.budgets;
         let deadline = budgets.max_wall_ms.map(|ms| start + Duration::from_millis(ms));
         let mut counters = Counters::default();
+        // Set when the model made the same call `repeat_limit` times in a row.
+        let mut answer_only = false;
 
         let prompt_sha256 = sha_hex(&self.messages[0].content);
         if let Some(text) = &task {
             self.messages.push(Message::new(Role::User, text.clone()));
+            self.current_task = Some(text.clone());
         }
         let preflight = Preflight {
             n_ctx: self.model.n_ctx(),
@@ -187,6 +196,7 @@ impl<'a, 'm> Agent<'a, 'm> {
                 max_tokens: budgets.max_reply_tokens,
                 cancel: &self.setup.cancel,
                 deadline,
+                answer_only,
             };
             let reply = match self.model.complete(&req) {
                 Ok(r) => r,
@@ -231,7 +241,15 @@ impl<'a, 'm> Agent<'a, 'm> {
                     budgets.max_reply_tokens
                 ))
             } else {
-                self.schema.parse(&reply.text)
+                match self.schema.parse(&reply.text) {
+                    // Only an adapter without a grammar can get here (a server that ignores
+                    // response_format): the call is refused, as the grammar would have.
+                    Ok(Turn::Call(c)) if answer_only => Err(format!(
+                        "you called {} again after making the same call {} times in a row; this reply had to be your final answer: {{\"answer\": TEXT, \"status\": \"done\"}} (or \"gave_up\").",
+                        c.name, self.setup.repeat_limit
+                    )),
+                    other => other,
+                }
             };
             let (kind, feedback) = match &parsed {
                 Ok(Turn::Call(_)) => (TurnKind::Call, None),
@@ -240,7 +258,7 @@ impl<'a, 'm> Agent<'a, 'm> {
             };
             let payload = json!({
                 "turn": counters.turns, "kind": kind, "raw": reply.text, "usage": reply.usage,
-                "cut_off": reply.cut_off, "feedback": feedback,
+                "cut_off": reply.cut_off, "feedback": feedback, "answer_only": answer_only,
             });
             let seq = self.record(EventKind::ModelTurn, payload)?;
             self.emit(Event::ModelTurn {
@@ -251,7 +269,9 @@ impl<'a, 'm> Agent<'a, 'm> {
                 usage: reply.usage,
                 cut_off: reply.cut_off,
                 feedback: feedback.clone(),
+                answer_only,
             });
+            answer_only = false;
             self.messages.push(Message::new(Role::Assistant, reply.text));
 
             match parsed {
@@ -266,6 +286,7 @@ impl<'a, 'm> Agent<'a, 'm> {
                 }
                 Ok(Turn::Call(call)) => {
                     let repeated = self.repeats.observe(&call.name, &call.arguments);
+                    answer_only = self.setup.repeat_limit > 0 && repeated + 1 >= self.setup.repeat_limit;
                     let events = self.events.clone();
                     let on_action = |seq: i64, tool: &str, arguments: &Value| {
                         let _ =
@@ -296,8 +317,11 @@ impl<'a, 'm> Agent<'a, 'm> {
                         duration_ms: outcome.duration_ms,
                         interrupted: false,
                     });
-                    self.messages
-                        .push(Message::new(Role::User, history::result_message(&outcome.tool, &text, repeated)));
+                    let mut message = history::result_message(&outcome.tool, &text, repeated);
+                    if answer_only {
+                        message.push_str(&history::answer_now(self.current_task.as_deref()));
+                    }
+                    self.messages.push(Message::new(Role::User, message));
                 }
             }
         }

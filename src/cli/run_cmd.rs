@@ -299,6 +299,7 @@ fn serve(
         tools: ToolContext { workspace: &workspace, config: &plan.config, session: &session },
         budgets: plan.budgets,
         working_budget: plan.config.run.working_budget,
+        repeat_limit: plan.config.run.repeat_limit,
         cancel,
     };
     let mut agent = Agent::new(model, setup, events).map_err(|e| Failure::internal(&e))?;

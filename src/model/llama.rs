@@ -192,13 +192,28 @@ impl LlamaEngine {
         let ctx = self.model.new_context(backend()?, cparams).map_err(|e| {
             anyhow!("llama.cpp could not create a context of {n_ctx} tokens ({e}); lower --ctx or model.n_ctx")
         })?;
-        let schema_text = serde_json::to_string(schema.json_schema())?;
-        let gbnf = llama_cpp_2::json_schema_to_grammar(&schema_text)
+        let gbnf = self.grammar(schema.json_schema())?;
+        let gbnf_answer = self.grammar(schema.answer_schema())?;
+        Ok(LlamaSession {
+            engine: self,
+            ctx,
+            n_ctx,
+            threads,
+            gbnf,
+            gbnf_answer,
+            cached: Vec::new(),
+            prompt_cache_used: false,
+        })
+    }
+
+    /// A JSON schema as GBNF, by llama.cpp's own converter, parsed once now so that a bad
+    /// grammar is a start-up error, not a first-turn one.
+    fn grammar(&self, schema: &serde_json::Value) -> Result<String> {
+        let gbnf = llama_cpp_2::json_schema_to_grammar(&serde_json::to_string(schema)?)
             .map_err(|e| anyhow!("llama.cpp could not turn the turn schema into a grammar: {e}"))?;
-        // Parse once now so that a bad grammar is a start-up error, not a first-turn one.
         LlamaSampler::grammar(&self.model, &gbnf, "root")
             .map_err(|e| anyhow!("llama.cpp rejected the generated grammar: {e}"))?;
-        Ok(LlamaSession { engine: self, ctx, n_ctx, threads, gbnf, cached: Vec::new(), prompt_cache_used: false })
+        Ok(gbnf)
     }
 }
 
@@ -215,6 +230,8 @@ pub struct LlamaSession<'m> {
     n_ctx: u32,
     threads: u32,
     gbnf: String,
+    /// The grammar of a turn that may only be the final answer.
+    gbnf_answer: String,
     /// The tokens whose state is in the KV cache, in order from position 0.
     cached: Vec<LlamaToken>,
     /// Whether the disk cache of the system prompt was tried (once per session).
@@ -398,7 +415,8 @@ impl LlamaSession<'_> {
     fn generate(&mut self, req: &TurnRequest<'_>, stop: &dyn Fn() -> bool) -> Result<Generated, ModelError> {
         let model = &self.engine.model;
         let p = &self.engine.params;
-        let mut sampler = TurnSampler::new(model, &self.gbnf, p.temperature, p.seed)?;
+        let gbnf = if req.answer_only { &self.gbnf_answer } else { &self.gbnf };
+        let mut sampler = TurnSampler::new(model, gbnf, p.temperature, p.seed)?;
         let vocab = model.vocab();
         let mut bytes = Vec::new();
         let mut out = Generated { text: String::new(), tokens: 0, resamples: 0, cut_off: false };

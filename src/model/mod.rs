@@ -70,6 +70,9 @@ pub struct TurnRequest<'a> {
     pub cancel: &'a Cancel,
     /// The wall-time budget's end.
     pub deadline: Option<std::time::Instant>,
+    /// Only a final answer is allowed this turn: the loop's repeat guard, after the model made
+    /// the same call too many times in a row. Adapters with a grammar enforce it.
+    pub answer_only: bool,
 }
 
 impl TurnRequest<'_> {

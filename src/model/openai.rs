@@ -34,6 +34,7 @@ pub struct OpenAi {
     url: String,
     agent: ureq::Agent,
     schema: Value,
+    answer_schema: Value,
     n_ctx: Option<u32>,
 }
 
@@ -53,7 +54,14 @@ impl OpenAi {
             .into();
         let root = base(&params.endpoint);
         let url = format!("{root}/v1/chat/completions");
-        let mut me = OpenAi { n_ctx: params.n_ctx, params, url, agent, schema: schema.json_schema().clone() };
+        let mut me = OpenAi {
+            n_ctx: params.n_ctx,
+            params,
+            url,
+            agent,
+            schema: schema.json_schema().clone(),
+            answer_schema: schema.answer_schema().clone(),
+        };
         if me.n_ctx.is_none() {
             me.n_ctx = me.server_n_ctx(&root);
         }
@@ -73,6 +81,7 @@ impl OpenAi {
     fn body(&self, req: &TurnRequest<'_>) -> Value {
         let messages: Vec<Value> =
             req.messages.iter().map(|m| json!({"role": m.role.as_str(), "content": m.content})).collect();
+        let schema = if req.answer_only { &self.answer_schema } else { &self.schema };
         json!({
             "model": self.params.model,
             "messages": messages,
@@ -82,7 +91,7 @@ impl OpenAi {
             "cache_prompt": true,
             "response_format": {
                 "type": "json_schema",
-                "json_schema": {"name": "turn", "strict": true, "schema": self.schema},
+                "json_schema": {"name": "turn", "strict": true, "schema": schema},
             },
         })
     }

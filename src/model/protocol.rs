@@ -30,6 +30,7 @@ pub enum Turn {
 #[derive(Debug, Clone)]
 pub struct TurnSchema {
     schema: Value,
+    answer: Value,
     tools: Vec<String>,
 }
 
@@ -49,7 +50,7 @@ impl TurnSchema {
                 })
             })
             .collect();
-        variants.push(json!({
+        let answer = json!({
             "type": "object",
             "properties": {
                 "answer": {"type": "string"},
@@ -57,9 +58,11 @@ impl TurnSchema {
             },
             "required": ["answer", "status"],
             "additionalProperties": false,
-        }));
+        });
+        variants.push(answer.clone());
         TurnSchema {
             schema: json!({ "oneOf": variants }),
+            answer,
             tools: registry.names().iter().map(|s| s.to_string()).collect(),
         }
     }
@@ -67,6 +70,11 @@ impl TurnSchema {
     /// The JSON schema of a turn.
     pub fn json_schema(&self) -> &Value {
         &self.schema
+    }
+
+    /// The JSON schema of a turn that may only be the final answer.
+    pub fn answer_schema(&self) -> &Value {
+        &self.answer
     }
 
     /// Parse a reply. The error is written for the model: it says what was wrong and shows the
