@@ -246,6 +246,13 @@ fn a_missing_or_corrupt_model_is_named() {
     let out = env.cmd(&["run", "t", "--model", bad.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("is not a GGUF model file"), "{}", stderr(&out));
+    // With --json the stream ends with the error too.
+    let out = env.cmd(&["run", "t", "--model", bad.to_str().unwrap(), "--json"]);
+    assert_eq!(out.status.code(), Some(2));
+    let lines = json_lines(&out.stdout);
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert_eq!((lines[0]["type"].as_str(), lines[0]["exit"].as_u64()), (Some("error"), Some(2)));
+    assert!(lines[0]["message"].as_str().unwrap().contains("is not a GGUF model file"));
 }
 
 #[test]

@@ -103,14 +103,40 @@ struct Plan {
 }
 
 pub fn run(a: RunArgs) -> Result<u8, Failure> {
+    let json = a.json;
+    json_error(json, run_inner(a))
+}
+
+fn run_inner(a: RunArgs) -> Result<u8, Failure> {
     let ws = super::workspace_dir(a.workspace, None)?;
     let config = Config::load(&ws).map_err(|e| Failure::usage(format!("{e:#}")))?;
     let plan = plan(ws, None, config, &a.model, &a.budgets, Op::Task(a.task))?;
     execute(plan, a.json)
 }
 
+/// With `--json`, a failure that ends the command before or outside the run (bad flags or
+/// config, no model, a fault) is also one JSON line on stdout, so that a script reading the
+/// stream always gets a last line: `{"v":1,"type":"error","exit":CODE,"message":...}`.
+fn json_error(json: bool, result: Result<u8, Failure>) -> Result<u8, Failure> {
+    if let (true, Err(f)) = (json, &result) {
+        let line = serde_json::json!({"v": abhed::agent::events::EVENT_VERSION, "type": "error", "exit": f.code, "message": f.message});
+        super::print_stdout(&format!("{line}\n"))?;
+    }
+    result
+}
+
 /// Resume `session` (in its own workspace) with an optional follow-up task.
 pub fn resume(
+    session: String,
+    task: Option<String>,
+    model: &ModelArgs,
+    budgets: &BudgetArgs,
+    json: bool,
+) -> Result<u8, Failure> {
+    json_error(json, resume_inner(session, task, model, budgets, json))
+}
+
+fn resume_inner(
     session: String,
     task: Option<String>,
     model: &ModelArgs,
