@@ -51,9 +51,9 @@ pub fn run(a: BenchArgs) -> Result<u8, Failure> {
     let setup = |e: anyhow::Error| Failure::usage(format!("{e:#}"));
     let path = locate::model_path(a.model.as_deref()).map_err(setup)?;
     let mut p = LlamaParams::new(path.clone());
-    p.n_threads = a.threads;
-    p.n_batch = a.batch;
-    p.n_ctx = Some((a.n_prompt + a.n_gen + 2048).max(4096));
+    p.settings.n_threads = a.threads;
+    p.settings.n_batch = a.batch;
+    p.settings.n_ctx = Some((a.n_prompt + a.n_gen + 2048).max(4096));
     let engine = LlamaEngine::load(p, String::new(), |_| {}).map_err(setup)?;
     let registry = Registry::native();
     let mut s = engine.session(&TurnSchema::new(&registry)).map_err(setup)?;

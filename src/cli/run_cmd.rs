@@ -125,24 +125,29 @@ fn json_error(json: bool, result: Result<u8, Failure>) -> Result<u8, Failure> {
     result
 }
 
-/// Resume `session` (in its own workspace) with an optional follow-up task.
-pub fn resume(
-    session: String,
+#[derive(Args)]
+pub struct ResumeArgs {
+    /// The session's id (`abhed sessions list` shows them).
+    id: String,
+    /// A follow-up task (required when the session finished).
     task: Option<String>,
-    model: &ModelArgs,
-    budgets: &BudgetArgs,
+    /// Print every event as a JSON line on stdout.
+    #[arg(long)]
     json: bool,
-) -> Result<u8, Failure> {
-    json_error(json, resume_inner(session, task, model, budgets, json))
+    #[command(flatten)]
+    model: ModelArgs,
+    #[command(flatten)]
+    budgets: BudgetArgs,
 }
 
-fn resume_inner(
-    session: String,
-    task: Option<String>,
-    model: &ModelArgs,
-    budgets: &BudgetArgs,
-    json: bool,
-) -> Result<u8, Failure> {
+/// Resume a session (in its own workspace) with an optional follow-up task.
+pub fn resume(r: ResumeArgs) -> Result<u8, Failure> {
+    let json = r.json;
+    json_error(json, resume_inner(r))
+}
+
+fn resume_inner(r: ResumeArgs) -> Result<u8, Failure> {
+    let ResumeArgs { id: session, task, json, model, budgets } = r;
     let store_path = Store::default_path().map_err(|e| Failure::internal(&e))?;
     let store = Store::open(&store_path).map_err(|e| Failure::internal(&e))?;
     let s = store.open_session(&session).map_err(|e| Failure::internal(&e))?.ok_or_else(|| {
@@ -161,7 +166,7 @@ fn resume_inner(
     drop(store);
     let config = Config::load(&ws).map_err(|e| Failure::usage(format!("{e:#}")))?;
     let op = task.map(Op::Task).unwrap_or(Op::Continue);
-    let plan = plan(ws, Some(session), config, model, budgets, op)?;
+    let plan = plan(ws, Some(session), config, &model, &budgets, op)?;
     execute(plan, json)
 }
 
@@ -201,17 +206,14 @@ fn plan(
             .or_else(|| std::env::var_os("ABHED_MODEL").filter(|v| !v.is_empty()).map(PathBuf::from))
             .or_else(|| mc.path.clone());
         let path = locate::model_path(explicit.as_deref()).map_err(|e| Failure::usage(format!("{e:#}")))?;
-        let mut p = LlamaParams::new(path);
-        p.n_ctx = m.n_ctx.or(mc.n_ctx);
-        p.n_batch = mc.n_batch;
-        p.n_threads = m.threads.or(mc.n_threads);
-        p.kv_type = mc.kv_type.clone();
-        p.chat_template = m.chat_template.clone().or_else(|| mc.chat_template.clone());
-        p.temperature = mc.temperature;
-        p.seed = mc.seed;
-        if mc.prompt_cache && !m.no_prompt_cache {
-            p.prompt_cache_dir = store_path.parent().map(|d| d.join("prompt-cache"));
-        }
+        let mut settings = mc.clone();
+        settings.n_ctx = m.n_ctx.or(mc.n_ctx);
+        settings.n_threads = m.threads.or(mc.n_threads);
+        settings.chat_template = m.chat_template.clone().or_else(|| mc.chat_template.clone());
+        let prompt_cache_dir = (mc.prompt_cache && !m.no_prompt_cache)
+            .then(|| store_path.parent().map(|d| d.join("prompt-cache")))
+            .flatten();
+        let p = LlamaParams { path, settings, prompt_cache_dir };
         ModelSpec::Llama(p)
     };
     let rc = &config.run;

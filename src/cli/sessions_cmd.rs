@@ -1,11 +1,11 @@
 //! `abhed sessions list | show ID | export ID | verify ID | resume ID [TASK]`.
 
-use clap::{Args, Subcommand};
+use clap::Subcommand;
 use serde_json::Value;
 
 use abhed::store::{Store, StoredEvent};
 
-use super::run_cmd::{self, BudgetArgs, ModelArgs};
+use super::run_cmd;
 use super::{Failure, exit, print_stdout};
 
 #[derive(Subcommand)]
@@ -17,32 +17,27 @@ pub enum SessionsCmd {
         json: bool,
     },
     /// A session's transcript, for people.
-    Show { id: String },
+    Show {
+        /// The session's id (`abhed sessions list` shows them).
+        id: String,
+    },
     /// A session's events as JSON lines, with their hash chain.
-    Export { id: String },
+    Export {
+        /// The session's id (`abhed sessions list` shows them).
+        id: String,
+    },
     /// Check a session's hash chain: exit 0 when intact, 1 with the first bad event.
-    Verify { id: String },
+    Verify {
+        /// The session's id (`abhed sessions list` shows them).
+        id: String,
+    },
     /// Continue a session that stopped (budget, Ctrl-C, a crash), or give it a follow-up task.
-    Resume(Box<ResumeArgs>),
-}
-
-#[derive(Args)]
-pub struct ResumeArgs {
-    id: String,
-    /// A follow-up task (required when the session finished).
-    task: Option<String>,
-    /// Print every event as a JSON line on stdout.
-    #[arg(long)]
-    json: bool,
-    #[command(flatten)]
-    model: ModelArgs,
-    #[command(flatten)]
-    budgets: BudgetArgs,
+    Resume(Box<run_cmd::ResumeArgs>),
 }
 
 pub fn run(cmd: SessionsCmd) -> Result<u8, Failure> {
     if let SessionsCmd::Resume(r) = cmd {
-        return run_cmd::resume(r.id, r.task, &r.model, &r.budgets, r.json);
+        return run_cmd::resume(*r);
     }
     let path = Store::default_path().map_err(|e| Failure::internal(&e))?;
     let store = Store::open(&path).map_err(|e| Failure::internal(&e))?;

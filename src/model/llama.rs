@@ -33,41 +33,22 @@ use llama_cpp_2::token::data_array::LlamaTokenDataArray;
 use sha2::{Digest, Sha256};
 
 use super::{Message, Model, ModelError, ModelInfo, Reply, TurnRequest, TurnSchema, Usage};
+use crate::config::ModelConfig;
 
 /// How to load and run a GGUF.
 #[derive(Debug, Clone)]
 pub struct LlamaParams {
     pub path: PathBuf,
-    /// Context window; default the model's training context, at most 8192.
-    pub n_ctx: Option<u32>,
-    /// Tokens per decode call while evaluating a prompt.
-    pub n_batch: u32,
-    /// Default: the physical cores.
-    pub n_threads: Option<u32>,
-    /// KV cache element type: f16 (default), q8_0, q4_0, f32.
-    pub kv_type: String,
-    /// A built-in template name (chatml, llama3, ...) used instead of the GGUF's own.
-    pub chat_template: Option<String>,
-    /// 0 = greedy (the default: runs repeat).
-    pub temperature: f32,
-    pub seed: u32,
+    /// The `[model]` settings, flags already applied (context, batch, threads, KV type, chat
+    /// template, temperature, seed); the endpoint keys are not used here.
+    pub settings: ModelConfig,
     /// Where the system prompt's state is saved; `None` disables the cache.
     pub prompt_cache_dir: Option<PathBuf>,
 }
 
 impl LlamaParams {
     pub fn new(path: PathBuf) -> Self {
-        LlamaParams {
-            path,
-            n_ctx: None,
-            n_batch: 512,
-            n_threads: None,
-            kv_type: "f16".into(),
-            chat_template: None,
-            temperature: 0.0,
-            seed: 0,
-            prompt_cache_dir: None,
-        }
+        LlamaParams { path, settings: ModelConfig::default(), prompt_cache_dir: None }
     }
 }
 
@@ -129,7 +110,7 @@ impl LlamaEngine {
     /// Load the model; `progress` gets the fraction loaded.
     pub fn load(params: LlamaParams, sha256: String, mut progress: impl FnMut(f32) + 'static) -> Result<Self> {
         super::locate::check_gguf(&params.path)?;
-        kv_type(&params.kv_type)?;
+        kv_type(&params.settings.kv_type)?;
         let backend = backend()?;
         let mparams = LlamaModelParams::default().with_progress_callback(move |p| {
             progress(p);
@@ -141,7 +122,7 @@ impl LlamaEngine {
                 params.path.display()
             )
         })?;
-        let (template, template_name) = match &params.chat_template {
+        let (template, template_name) = match &params.settings.chat_template {
             Some(name) => (
                 LlamaChatTemplate::new(name).map_err(|e| anyhow!("invalid chat template name {name:?}: {e}"))?,
                 name.clone(),
@@ -178,13 +159,13 @@ impl LlamaEngine {
     /// A context for one conversation.
     pub fn session(&self, schema: &TurnSchema) -> Result<LlamaSession<'_>> {
         let p = &self.params;
-        let n_ctx = p.n_ctx.unwrap_or_else(|| self.model.n_ctx_train().min(DEFAULT_MAX_CTX));
-        let threads = p.n_threads.unwrap_or_else(physical_cores).max(1);
-        let kv = kv_type(&p.kv_type)?;
+        let n_ctx = p.settings.n_ctx.unwrap_or_else(|| self.model.n_ctx_train().min(DEFAULT_MAX_CTX));
+        let threads = p.settings.n_threads.unwrap_or_else(physical_cores).max(1);
+        let kv = kv_type(&p.settings.kv_type)?;
         let cparams = LlamaContextParams::default()
             .with_n_ctx(NonZeroU32::new(n_ctx))
-            .with_n_batch(p.n_batch)
-            .with_n_ubatch(p.n_batch)
+            .with_n_batch(p.settings.n_batch)
+            .with_n_ubatch(p.settings.n_batch)
             .with_n_threads(threads as i32)
             .with_n_threads_batch(threads as i32)
             .with_type_k(kv)
@@ -257,7 +238,7 @@ impl LlamaSession<'_> {
 
     /// Evaluate `tokens` at positions `start..`, keeping the logits of the last one.
     fn decode(&mut self, start: usize, tokens: &[LlamaToken], cancel: &dyn Fn() -> bool) -> Result<(), ModelError> {
-        let n_batch = self.engine.params.n_batch.max(1) as usize;
+        let n_batch = self.engine.params.settings.n_batch.max(1) as usize;
         let mut batch = LlamaBatch::new(n_batch, 1);
         for (ci, chunk) in tokens.chunks(n_batch).enumerate() {
             if cancel() {
@@ -295,7 +276,9 @@ impl LlamaSession<'_> {
         for t in system {
             h.update(t.0.to_le_bytes());
         }
-        h.update(format!("{}|{}|{}", self.n_ctx, self.engine.params.kv_type, env!("CARGO_PKG_VERSION")).as_bytes());
+        h.update(
+            format!("{}|{}|{}", self.n_ctx, self.engine.params.settings.kv_type, env!("CARGO_PKG_VERSION")).as_bytes(),
+        );
         let key: String = h.finalize()[..8].iter().map(|b| format!("{b:02x}")).collect();
         let model = self.engine.sha256.get(..16).unwrap_or(&self.engine.sha256);
         Some(dir.join(format!("{model}-{key}.kv")))
@@ -416,7 +399,7 @@ impl LlamaSession<'_> {
         let model = &self.engine.model;
         let p = &self.engine.params;
         let gbnf = if req.answer_only { &self.gbnf_answer } else { &self.gbnf };
-        let mut sampler = TurnSampler::new(model, gbnf, p.temperature, p.seed)?;
+        let mut sampler = TurnSampler::new(model, gbnf, p.settings.temperature, p.settings.seed)?;
         let vocab = model.vocab();
         let mut bytes = Vec::new();
         let mut out = Generated { text: String::new(), tokens: 0, resamples: 0, cut_off: false };
