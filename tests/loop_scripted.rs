@@ -294,7 +294,7 @@ fn the_same_call_three_times_in_a_row_leaves_only_the_answer() {
             (TurnKind::Call, false),
             (TurnKind::Call, false),
             (TurnKind::Invalid, true),
-            (TurnKind::Answer, false)
+            (TurnKind::Answer, true)
         ]
     );
     let fb = turns[3].2.as_deref().unwrap();

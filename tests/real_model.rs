@@ -159,3 +159,36 @@ fn a_truncated_gguf_is_refused_by_name() {
     assert!(stderr(&out).contains("llama.cpp could not load"), "{}", stderr(&out));
     assert!(stderr(&out).contains("cut.gguf"), "{}", stderr(&out));
 }
+
+/// Regression: the `path` pattern was `^/.*$`, whose `.` let a quote through, so a model could
+/// write `"/x/Cargo.toml\"},\"type\":..."` as one path and the turn no longer parsed (seen on
+/// the default model with a workspace under /tmp/ci-clone).
+#[test]
+fn the_turn_grammar_admits_valid_turns_only() {
+    use abhed::model::TurnSchema;
+    use abhed::model::llama::{LlamaEngine, LlamaParams};
+    let _one = serial();
+    let engine = LlamaEngine::load(LlamaParams::new(model().into()), String::new(), |_| {}).unwrap();
+    let session = engine.session(&TurnSchema::new(&Registry::native())).unwrap();
+    let ok = [
+        r#"{"tool": "read", "arguments": {"path": "/tmp/ci-clone/Cargo.toml"}}"#,
+        r#"{"tool": "grep", "arguments": {"pattern": "fn main", "path": "/w/a \"quoted\" dir"}}"#,
+        r#"{"answer": "abhed", "status": "done"}"#,
+    ];
+    for reply in ok {
+        assert!(session.grammar_accepts(reply).unwrap(), "rejected: {reply}");
+    }
+    let bad = [
+        // What the default model wrote under the old pattern.
+        r#"{"tool":"read", "arguments":{"path":"/tmp/ci-clone/Cargo.toml"},"type":"object","description":"Cargo.toml"}}"#,
+        r#"{"tool": "read", "arguments": {"path": "/a"}, "extra": 1}"#,
+        r#"{"tool": "read", "arguments": {"path": "relative/a"}}"#,
+        r#"{"tool": "read", "arguments": {"path": "/a", "mode": "fast"}}"#,
+        r#"{"tool": "bash", "arguments": {}}"#,
+        r#"{"answer": "x", "status": "maybe"}"#,
+        "I will read the file.",
+    ];
+    for reply in bad {
+        assert!(!session.grammar_accepts(reply).unwrap(), "admitted: {reply}");
+    }
+}

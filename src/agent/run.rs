@@ -271,7 +271,9 @@ impl<'a, 'm> Agent<'a, 'm> {
                 feedback: feedback.clone(),
                 answer_only,
             });
-            answer_only = false;
+            // The guard holds until the model answers: a reply that was cut off or refused
+            // leaves the next turn answer-only too.
+            answer_only = answer_only && kind == TurnKind::Invalid;
             self.messages.push(Message::new(Role::Assistant, reply.text));
 
             match parsed {

@@ -225,6 +225,22 @@ impl LlamaSession<'_> {
         self.threads
     }
 
+    /// Whether `reply` is a complete turn under the turn grammar, fed through it token by token
+    /// as generation would feed it. For tests and diagnostics of the grammar itself.
+    pub fn grammar_accepts(&self, reply: &str) -> Result<bool> {
+        let model = &self.engine.model;
+        let vocab = model.vocab();
+        let mut sampler = TurnSampler::new(model, &self.gbnf, 0.0, 0)?;
+        for token in vocab.tokenize(reply.as_bytes(), false, false) {
+            if !sampler.accepts(token) {
+                return Ok(false);
+            }
+            sampler.accept(token);
+        }
+        // Complete: the grammar now allows the end of generation.
+        Ok(sampler.accepts(vocab.eos()))
+    }
+
     /// The chat template applied to `messages`, tokenized.
     fn tokenize(&self, messages: &[Message], add_assistant: bool) -> Result<Vec<LlamaToken>> {
         let chat = messages.iter().map(|m| chat_message(m.role.as_str(), &m.content)).collect::<Result<Vec<_>>>()?;

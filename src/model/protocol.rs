@@ -148,13 +148,19 @@ fn closed(mut schema: Value) -> Value {
     schema
 }
 
+/// The pattern of a `path` argument: a leading `/`, then JSON string content. llama.cpp's
+/// converter turns a pattern into grammar rules for the raw characters between the quotes, so
+/// the pattern itself must keep out an unescaped `"` and a lone `\\`: with `^/.*$` a model wrote
+/// `"/a/Cargo.toml\"},\"type\":...` as one "path" and the turn no longer parsed.
+pub const PATH_PATTERN: &str = r#"^/([^"\\]|\\.)*$"#;
+
 /// Every `path` argument is absolute (the contract's rule 5); the grammar makes a local model
 /// write the leading `/` instead of learning it from a `relative_path` error.
 fn absolute(mut schema: Value) -> Value {
     if let Some(obj) = schema.as_object_mut()
         && obj.get("type").and_then(Value::as_str) == Some("string")
     {
-        obj.insert("pattern".into(), Value::String("^/.*$".into()));
+        obj.insert("pattern".into(), Value::String(PATH_PATTERN.into()));
     }
     schema
 }
@@ -198,6 +204,6 @@ mod tests {
         let variants = s.json_schema()["oneOf"].as_array().unwrap();
         assert_eq!(variants.len(), Registry::native().names().len() + 1);
         assert_eq!(variants[0]["properties"]["arguments"]["additionalProperties"], false);
-        assert_eq!(variants[0]["properties"]["arguments"]["properties"]["path"]["pattern"], "^/.*$");
+        assert_eq!(variants[0]["properties"]["arguments"]["properties"]["path"]["pattern"], PATH_PATTERN);
     }
 }
