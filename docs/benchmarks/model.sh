@@ -21,7 +21,10 @@ bash tests/support/build-llama-tools.sh >/dev/null
 cargo build --release --locked -q
 abhed=$root/target/release/abhed
 model=$root/models/SmolLM2-135M-Instruct.Q4_1.gguf
-export ABHED_HOME=$out/home ABHED_CONFIG=$out/no-config.toml
+export ABHED_HOME=$out/home ABHED_CONFIG=$out/config.toml
+# The repeat guard off, so that the default model's repeated call keeps the session of part 2
+# going for its ten turns.
+printf '[run]\nrepeat_limit = 0\n' >"$ABHED_CONFIG"
 
 echo "## 1. throughput, $threads threads, $reps repetitions"
 echo
