@@ -57,8 +57,6 @@ pub struct Agent<'a, 'm> {
     schema: TurnSchema,
     messages: Vec<Message>,
     events: Sender<Event>,
-    /// How the session's last run ended, when it was resumed.
-    last_stop: Option<StopReason>,
     repeats: history::RepeatCounter,
     /// The task of the current run, restated when the model must answer.
     current_task: Option<String>,
@@ -84,25 +82,17 @@ impl<'a, 'm> Agent<'a, 'm> {
             schema,
             messages: vec![Message::new(Role::System, system)],
             events,
-            last_stop: None,
             repeats: history::RepeatCounter::default(),
             current_task: None,
         };
         if resumed {
             let rebuilt = history::rebuild(&stored);
             agent.messages.extend(rebuilt.messages);
-            agent.last_stop = rebuilt.last_stop;
             for lost in rebuilt.lost {
                 agent.record_interrupted(lost)?;
             }
         }
         Ok(agent)
-    }
-
-    /// How the session's previous run ended (`None` for a new session, or one whose last run
-    /// never recorded its end: killed).
-    pub fn last_stop(&self) -> Option<StopReason> {
-        self.last_stop
     }
 
     /// Serve operations until the sender hangs up.
@@ -343,7 +333,6 @@ impl<'a, 'm> Agent<'a, 'm> {
             "turns": c.turns, "tokens": c.tokens, "wall_ms": wall_ms,
         });
         let seq = self.record(EventKind::RunEnd, payload)?;
-        self.last_stop = Some(reason);
         self.emit(Event::RunEnd {
             seq,
             reason,

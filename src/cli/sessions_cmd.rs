@@ -85,7 +85,7 @@ pub fn run(cmd: SessionsCmd) -> Result<u8, Failure> {
                 .open_session(&id)
                 .map_err(|e| Failure::internal(&e))?
                 .ok_or_else(|| Failure::usage(format!("no session `{id}` in {}", path.display())))?;
-            let n = s.events().map(|e| e.len()).unwrap_or(0);
+            let n = s.event_count().map_err(|e| Failure::internal(&e))?;
             match s.verify_chain().map_err(|e| Failure::internal(&e))? {
                 None => {
                     print_stdout(&format!("session {id}: {n} events, hash chain intact\n"))?;

@@ -148,14 +148,6 @@ impl LlamaEngine {
         Ok(LlamaEngine { model, params, sha256, template, template_name })
     }
 
-    pub fn n_ctx_train(&self) -> u32 {
-        self.model.n_ctx_train()
-    }
-
-    pub fn n_params(&self) -> u64 {
-        self.model.n_params()
-    }
-
     /// A context for one conversation.
     pub fn session(&self, schema: &TurnSchema) -> Result<LlamaSession<'_>> {
         let p = &self.params;

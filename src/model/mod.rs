@@ -96,7 +96,8 @@ pub struct Usage {
     /// Time spent evaluating the prompt, and generating.
     pub prompt_ms: u64,
     pub generate_ms: u64,
-    /// Tokens generated that the grammar had to correct (the full grammar pass ran).
+    /// Tokens the grammar had to correct: the model's own pick was rejected and the best
+    /// allowed token taken instead.
     pub grammar_resamples: u32,
 }
 
@@ -131,11 +132,11 @@ pub enum ModelError {
 
 /// A model the loop can drive.
 pub trait Model {
-    /// A short name for records: `llama:SmolLM2-135M-Instruct.Q4_1.gguf`, `openai:qwen@http://...`.
+    /// What the model is, for the run's record: adapter, name, location, sha256, context.
     fn describe(&self) -> ModelInfo;
     /// The context window in tokens, where the adapter knows it.
     fn n_ctx(&self) -> Option<u32>;
-    /// Tokens `text` takes as a prompt, where the adapter can count them.
+    /// Tokens `messages` take as a prompt, where the adapter can count them.
     fn count_tokens(&self, messages: &[Message]) -> Result<Option<u32>, ModelError>;
     /// One assistant turn.
     fn complete(&mut self, req: &TurnRequest<'_>) -> Result<Reply, ModelError>;

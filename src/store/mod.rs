@@ -318,6 +318,11 @@ impl Session<'_> {
         Ok(out)
     }
 
+    /// How many events the session has.
+    pub fn event_count(&self) -> Result<i64> {
+        Ok(self.store.conn.query_row("SELECT COUNT(*) FROM events WHERE session_id = ?1", [&self.id], |r| r.get(0))?)
+    }
+
     /// Check the hash chain. Returns the sequence number of the first event that does not
     /// verify, or `None` when the whole log is intact.
     pub fn verify_chain(&self) -> Result<Option<i64>> {

@@ -9,8 +9,8 @@ use anyhow::{Result, anyhow};
 use llama_cpp_2::llama_batch::LlamaBatch;
 use llama_cpp_2::token::LlamaToken;
 
-use super::{LlamaSession, TurnSampler};
-use crate::model::Message;
+use super::LlamaSession;
+use crate::model::{Cancel, Message, TurnRequest};
 
 /// A token stream that does not depend on any tokenizer: what llama-bench feeds too.
 fn tokens(n: u32, n_vocab: i32) -> Vec<LlamaToken> {
@@ -54,41 +54,33 @@ impl LlamaSession<'_> {
         Ok(t.elapsed())
     }
 
-    /// Generation as a turn does it (sample, then decode), from the prompt `messages`, up to `n`
-    /// tokens; `grammar` puts the turn grammar on. Returns the tokens generated, the time, and
-    /// the tokens the grammar had to correct. Without the grammar an end-of-generation token is
-    /// decoded like any other, so the count is always `n`.
+    /// Generation from the prompt `messages`, up to `n` tokens. With `grammar`, it is the
+    /// turn's own generation ([`LlamaSession::generate`], greedy, under the turn grammar, ending
+    /// when the turn is complete); without, greedy picks on the raw logits, an end-of-generation
+    /// token decoded like any other, so the count is always `n`. Returns the tokens generated,
+    /// the time, and the tokens the grammar had to correct.
     pub fn bench_generate(&mut self, messages: &[Message], n: u32, grammar: bool) -> Result<(u32, Duration, u32)> {
         self.reset();
         let prompt = self.tokenize(messages, true)?;
         self.decode(0, &prompt, &|| false).map_err(|e| anyhow!("{e}"))?;
-        let model = &self.engine.model;
-        let vocab = model.vocab();
-        let mut g = TurnSampler::new(model, &self.gbnf, 0.0, 0)?;
-        let mut batch = LlamaBatch::new(1, 1);
-        let (mut count, mut resamples) = (0, 0);
         let t = Instant::now();
-        while count < n {
-            let token = if grammar {
-                let (tok, resampled) = g.next(&self.ctx, vocab.eos());
-                resamples += u32::from(resampled);
-                if vocab.is_eog(tok) {
-                    break;
-                }
-                g.accept(tok);
-                tok
-            } else {
-                // Greedy on the raw logits: the cheapest pick there is.
-                let logits = self.ctx.get_logits_ith(-1);
-                let best = logits.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1)).map(|(i, _)| i).unwrap_or(0);
-                LlamaToken(best as i32)
-            };
-            count += 1;
+        if grammar {
+            let cancel = Cancel::new();
+            let req = TurnRequest { messages, max_tokens: n, cancel: &cancel, deadline: None, answer_only: false };
+            let out = self.generate(&req, &|| false).map_err(|e| anyhow!("{e}"))?;
+            return Ok((out.tokens, t.elapsed(), out.resamples));
+        }
+        let mut batch = LlamaBatch::new(1, 1);
+        for _ in 0..n {
+            // Greedy on the raw logits: the cheapest pick there is.
+            let logits = self.ctx.get_logits_ith(-1);
+            let best = logits.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1)).map(|(i, _)| i).unwrap_or(0);
+            let token = LlamaToken(best as i32);
             batch.clear();
             batch.add(token, self.cached.len() as i32, &[0], true)?;
             self.ctx.decode(&mut batch)?;
             self.cached.push(token);
         }
-        Ok((count, t.elapsed(), resamples))
+        Ok((n, t.elapsed(), 0))
     }
 }
