@@ -17,6 +17,26 @@ pub struct Config {
     pub write: WriteConfig,
     pub model: ModelConfig,
     pub run: RunConfig,
+    pub sandbox: SandboxConfig,
+    /// The `[approval]` tables as written, kept apart: the policy layers them itself, because a
+    /// workspace may tighten the user's policy but not loosen it.
+    #[serde(skip)]
+    pub approval: ApprovalSources,
+}
+
+/// Where the approval policy comes from.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ApprovalSources {
+    pub user: Option<(toml::Table, PathBuf)>,
+    pub workspace: Option<(toml::Table, PathBuf)>,
+}
+
+fn take_approval(table: &mut toml::Table, path: &Path) -> Result<Option<(toml::Table, PathBuf)>> {
+    match table.remove("approval") {
+        None => Ok(None),
+        Some(toml::Value::Table(t)) => Ok(Some((t, path.to_path_buf()))),
+        Some(_) => bail!("invalid config {}: `approval` must be a table ([approval])", path.display()),
+    }
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
@@ -141,6 +161,39 @@ impl Default for RunConfig {
     }
 }
 
+/// Where bash runs: the session microVM.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SandboxConfig {
+    /// `auto` (KVM when a timed boot probe succeeds, else TCG), `kvm` or `tcg`.
+    pub accel: String,
+    pub memory_mib: u32,
+    pub cpus: u32,
+    /// Share the host's /usr read-only, so the guest has the host's toolchains (git, cargo,
+    /// python, ...). Without it the guest has only busybox and bash.
+    pub share_host_usr: bool,
+    /// The qemu-system-x86_64 to run; default: beside abhed, else on PATH.
+    pub qemu: Option<PathBuf>,
+    /// The folder holding vmlinux, initramfs.img and manifest.json; default: searched for.
+    pub image_dir: Option<PathBuf>,
+    /// Seconds a boot may take before it counts as failed.
+    pub boot_timeout_s: u64,
+}
+
+impl Default for SandboxConfig {
+    fn default() -> Self {
+        SandboxConfig {
+            accel: "auto".into(),
+            memory_mib: 1024,
+            cpus: 1,
+            share_host_usr: true,
+            qemu: None,
+            image_dir: None,
+            boot_timeout_s: 30,
+        }
+    }
+}
+
 fn parse_mode(s: &str) -> Option<u32> {
     u32::from_str_radix(s.trim_start_matches("0o"), 8).ok().filter(|m| *m <= 0o7777)
 }
@@ -168,6 +221,21 @@ impl Config {
     fn layered(user: Option<(toml::Table, PathBuf)>, ws: Option<toml::Table>, ws_path: &Path) -> Result<Config> {
         let mut merged = toml::Table::new();
         let mut origin = ws_path.to_path_buf();
+        let mut approval = ApprovalSources::default();
+        let user = match user {
+            Some((mut t, p)) => {
+                approval.user = take_approval(&mut t, &p)?;
+                Some((t, p))
+            }
+            None => None,
+        };
+        let ws = match ws {
+            Some(mut t) => {
+                approval.workspace = take_approval(&mut t, ws_path)?;
+                Some(t)
+            }
+            None => None,
+        };
         if let Some((user, path)) = user {
             from_table(user.clone(), &path)?;
             merged = user;
@@ -176,8 +244,16 @@ impl Config {
         if let Some(ws) = ws {
             // Keys that widen access or send data somewhere: a repository must not set them
             // for itself (an endpoint would carry its files off the machine).
-            let guarded =
-                [("workspace", "extra_roots"), ("model", "endpoint"), ("model", "api_key_env"), ("model", "path")];
+            let guarded = [
+                ("workspace", "extra_roots"),
+                ("model", "endpoint"),
+                ("model", "api_key_env"),
+                ("model", "path"),
+                // The programs and files the sandbox is built from, and what of the host it sees.
+                ("sandbox", "qemu"),
+                ("sandbox", "image_dir"),
+                ("sandbox", "share_host_usr"),
+            ];
             if let Some((table, key)) = guarded.iter().find(|(t, k)| ws.get(*t).and_then(|v| v.get(*k)).is_some()) {
                 bail!(
                     "{}: `{table}.{key}` is only honoured in the user config ({}) or on the command line, so that a repository cannot widen its own access or choose where its files are sent; move it there",
@@ -191,7 +267,9 @@ impl Config {
             overlay(&mut merged, ws);
             origin = ws_path.to_path_buf();
         }
-        from_table(merged, &origin)
+        let mut cfg = from_table(merged, &origin)?;
+        cfg.approval = approval;
+        Ok(cfg)
     }
 }
 
@@ -217,6 +295,16 @@ fn read_table(path: &Path) -> Result<toml::Table> {
 fn from_table(table: toml::Table, path: &Path) -> Result<Config> {
     let cfg: Config =
         toml::Value::Table(table).try_into().with_context(|| format!("invalid config {}", path.display()))?;
+    if !["auto", "kvm", "tcg"].contains(&cfg.sandbox.accel.as_str()) {
+        bail!(
+            "invalid config {}: sandbox.accel {:?} must be \"auto\", \"kvm\" or \"tcg\"",
+            path.display(),
+            cfg.sandbox.accel
+        );
+    }
+    if cfg.sandbox.memory_mib < 128 || cfg.sandbox.cpus == 0 {
+        bail!("invalid config {}: sandbox.memory_mib must be at least 128 and sandbox.cpus at least 1", path.display());
+    }
     if parse_mode(&cfg.write.file_mode).is_none() {
         bail!(
             "invalid config {}: write.file_mode {:?} is not an octal mode like \"0644\"",

@@ -8,8 +8,10 @@
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
 pub mod agent;
+pub mod approval;
 pub mod config;
 pub mod conformance;
+pub mod layout;
 pub mod model;
 pub mod sandbox;
 pub mod store;

@@ -85,7 +85,7 @@ fn list_prints_the_schemas_the_model_sees() {
     assert_eq!(out.status.code(), Some(0));
     let defs: Value = serde_json::from_slice(&out.stdout).unwrap();
     let names: Vec<&str> = defs.as_array().unwrap().iter().map(|d| d["name"].as_str().unwrap()).collect();
-    assert_eq!(names, ["read", "write", "edit", "glob", "grep"]);
+    assert_eq!(names, ["read", "write", "edit", "glob", "grep", "bash"]);
     for d in defs.as_array().unwrap() {
         assert_eq!(d["input_schema"]["type"], "object");
         assert!(d["description"].as_str().unwrap().len() > 40, "{d}");
@@ -118,7 +118,8 @@ fn a_session_is_shared_across_invocations_and_every_call_is_on_record() {
     assert_eq!(code, 0, "{v}");
     assert_eq!(v["mutated"], true);
     assert_eq!(v["session"], session.as_str());
-    assert_eq!((v["action_seq"].as_i64(), v["observation_seq"].as_i64()), (Some(3), Some(4)));
+    // Between them, the write's approval decision (seq 4).
+    assert_eq!((v["action_seq"].as_i64(), v["observation_seq"].as_i64()), (Some(3), Some(5)));
     assert_eq!(std::fs::read_to_string(env.ws.join("a.txt")).unwrap(), "new\n");
 
     // The store holds both calls, action before observation, chained.
@@ -126,11 +127,14 @@ fn a_session_is_shared_across_invocations_and_every_call_is_on_record() {
     let s = store.open_session(&session).unwrap().unwrap();
     let events = s.events().unwrap();
     let kinds: Vec<&str> = events.iter().map(|e| e.kind.as_str()).collect();
-    assert_eq!(kinds, ["action", "observation", "action", "observation"]);
+    // The write's approval decision sits between its action and its observation.
+    assert_eq!(kinds, ["action", "observation", "action", "approval", "observation"]);
     assert_eq!(events[2].payload["tool"], "write");
     assert_eq!(events[2].payload["arguments"]["content"], "new\n");
-    assert_eq!(events[3].payload["ok"], true);
-    assert!(events[3].payload["duration_ms"].is_u64());
+    assert_eq!(events[3].payload["decision"], "allowed");
+    assert_eq!(events[3].payload["by"], "policy");
+    assert_eq!(events[4].payload["ok"], true);
+    assert!(events[4].payload["duration_ms"].is_u64());
     assert_eq!(s.verify_chain().unwrap(), None);
 }
 

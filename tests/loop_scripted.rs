@@ -9,10 +9,11 @@ use std::sync::mpsc;
 
 use abhed::agent::events::TurnKind;
 use abhed::agent::{Agent, Budgets, Event, Op, RunSetup, StopReason};
+use abhed::approval::gate::{Approvals, NoOperator};
 use abhed::config::Config;
 use abhed::model::scripted::Scripted;
 use abhed::model::{Cancel, Role};
-use abhed::sandbox::Workspace;
+use abhed::sandbox::{SessionSandbox, Workspace};
 use abhed::store::{EventKind, Session, Store};
 use abhed::tools::{Registry, ToolContext};
 use serde_json::json;
@@ -50,9 +51,17 @@ impl Fixture {
         let registry = Registry::native();
         let config = Config::default();
         let workspace = Workspace::new(&self.ws, &[]).unwrap();
+        let sandbox = SessionSandbox::new(&config.sandbox, &workspace);
+        let (approvals, _) = Approvals::from_config(&config, Box::new(NoOperator)).unwrap();
         let setup = RunSetup {
             registry: &registry,
-            tools: ToolContext { workspace: &workspace, config: &config, session },
+            tools: ToolContext {
+                workspace: &workspace,
+                config: &config,
+                session,
+                sandbox: &sandbox,
+                approvals: &approvals,
+            },
             budgets,
             working_budget: 0,
             repeat_limit: 3,

@@ -81,6 +81,9 @@ pub fn execute_with(
             obs["mutated"] = json!(out.mutated);
             obs["truncated"] = json!(out.truncated);
             obs["file"] = json!(out.file);
+            if let Some(meta) = &out.meta {
+                obs["meta"] = meta.clone();
+            }
             Ok(out)
         }
         Err(ToolFailure::Model(e)) => {

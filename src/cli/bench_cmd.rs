@@ -37,6 +37,16 @@ pub struct BenchArgs {
     /// One JSON object instead of the table.
     #[arg(long)]
     json: bool,
+    /// Measure the sandbox instead of the model: microVM boot to a first command, and the
+    /// round trip of `true` and `echo hi`, against host `bash -c true`.
+    #[arg(long)]
+    sandbox: bool,
+    /// With --sandbox: boots to time.
+    #[arg(long, default_value_t = 5)]
+    boots: u32,
+    /// With --sandbox: calls of each command to time.
+    #[arg(long, default_value_t = 100)]
+    calls: u32,
 }
 
 /// Mean and standard deviation of tokens per second over the repetitions.
@@ -48,6 +58,9 @@ fn rate(samples: &[(u32, Duration)]) -> (f64, f64) {
 }
 
 pub fn run(a: BenchArgs) -> Result<u8, Failure> {
+    if a.sandbox {
+        return super::bench_sandbox::run(a.boots.max(1), a.calls.max(1), a.json);
+    }
     let setup = |e: anyhow::Error| Failure::usage(format!("{e:#}"));
     let path = locate::model_path(a.model.as_deref()).map_err(setup)?;
     let mut p = LlamaParams::new(path.clone());

@@ -1,6 +1,9 @@
 //! The command line. The only code that prints.
 
+mod approve;
 mod bench_cmd;
+mod bench_sandbox;
+mod doctor_cmd;
 mod render;
 mod run_cmd;
 mod sessions_cmd;
@@ -28,8 +31,8 @@ pub mod exit {
     pub const INTERNAL: u8 = 3;
     /// `run`: a budget ran out (turns, tokens, wall time, context window).
     pub const BUDGET: u8 = 4;
-    /// `run`: the operator denied an approval the task needed (with bash approvals).
-    #[allow(dead_code)]
+    /// `tool`: the approval policy or the operator refused the call. (In `run` a refusal is an
+    /// observation the model reads, and the run goes on.)
     pub const APPROVAL_DENIED: u8 = 5;
     /// `run`: interrupted by Ctrl-C; the session can be resumed.
     pub const INTERRUPTED: u8 = 130;
@@ -58,6 +61,9 @@ enum Command {
     Sessions(sessions_cmd::SessionsCmd),
     /// Make exactly one tool call, as the model would, and print the observation.
     Tool(tool_cmd::ToolArgs),
+    /// Check what this host can run: QEMU, the VM image's checksums, KVM (by a timed boot), the
+    /// sandbox backend, the model.
+    Doctor(doctor_cmd::DoctorArgs),
 }
 
 /// An error that ends the command, with the status to exit with.
@@ -90,6 +96,7 @@ pub fn main() -> ExitCode {
         Command::Bench(args) => bench_cmd::run(args),
         Command::Sessions(cmd) => sessions_cmd::run(cmd),
         Command::Tool(args) => tool_cmd::run(args),
+        Command::Doctor(args) => doctor_cmd::run(args),
     };
     match result {
         Ok(code) => ExitCode::from(code),

@@ -9,12 +9,13 @@ use std::time::Duration;
 use clap::Args;
 
 use abhed::agent::{Agent, Budgets, Event, Op, RunSetup, StopReason};
+use abhed::approval::gate::Approvals;
 use abhed::config::Config;
 use abhed::model::llama::{LlamaEngine, LlamaParams};
 use abhed::model::openai::{OpenAi, OpenAiParams};
 use abhed::model::scripted::Scripted;
 use abhed::model::{Cancel, Model, TurnSchema, locate};
-use abhed::sandbox::Workspace;
+use abhed::sandbox::{SessionSandbox, Workspace};
 use abhed::store::Store;
 use abhed::tools::{Registry, ToolContext};
 
@@ -304,6 +305,16 @@ fn drive(plan: Plan, cancel: Cancel, ops: mpsc::Receiver<Op>, events: mpsc::Send
     }
 }
 
+/// Where a resumed session's shell was last: the working directory persists across calls.
+fn last_bash_cwd(session: &abhed::store::Session<'_>) -> Option<PathBuf> {
+    let events = session.events().ok()?;
+    events.iter().rev().filter(|e| e.kind == "observation").find_map(|e| {
+        let p: &serde_json::Value = &e.payload;
+        (p.get("tool")?.as_str()? == "bash").then_some(())?;
+        Some(PathBuf::from(p.get("meta")?.get("cwd_after")?.as_str()?))
+    })
+}
+
 fn serve(
     plan: &Plan,
     store: &Store,
@@ -322,9 +333,24 @@ fn serve(
     };
     let workspace = Workspace::new(&plan.workspace, &plan.config.workspace.extra_roots)
         .map_err(|e| Failure::usage(format!("cannot use workspace {}: {e}", plan.workspace.display())))?;
+    let (approvals, warnings) = Approvals::from_config(&plan.config, super::approve::TtyApprover::for_this_process())
+        .map_err(|e| Failure::usage(format!("{e:#}")))?;
+    for w in warnings {
+        eprintln!("abhed: {w}");
+    }
+    let sandbox = SessionSandbox::new(&plan.config.sandbox, &workspace);
+    if let Some(cwd) = plan.session.as_ref().and_then(|_| last_bash_cwd(&session)) {
+        sandbox.set_cwd(cwd);
+    }
     let setup = RunSetup {
         registry,
-        tools: ToolContext { workspace: &workspace, config: &plan.config, session: &session },
+        tools: ToolContext {
+            workspace: &workspace,
+            config: &plan.config,
+            session: &session,
+            sandbox: &sandbox,
+            approvals: &approvals,
+        },
         budgets: plan.budgets,
         working_budget: plan.config.run.working_budget,
         repeat_limit: plan.config.run.repeat_limit,

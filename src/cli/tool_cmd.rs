@@ -7,11 +7,12 @@ use clap::{Args, ValueEnum};
 use serde_json::json;
 
 use abhed::agent;
+use abhed::approval::gate::Approvals;
 use abhed::config::Config;
 use abhed::model::ToolCall;
-use abhed::sandbox::Workspace;
+use abhed::sandbox::{SessionSandbox, Workspace};
 use abhed::store::Store;
-use abhed::tools::{Registry, ToolContext};
+use abhed::tools::{ErrorCode, Registry, ToolContext};
 
 use super::{Failure, exit, print_stdout, workspace_dir};
 
@@ -103,7 +104,19 @@ pub fn run(a: ToolArgs) -> Result<u8, Failure> {
     let config = Config::load(&ws_dir).map_err(|e| Failure::usage(format!("{e:#}")))?;
     let workspace = Workspace::new(&ws_dir, &config.workspace.extra_roots)
         .map_err(|e| Failure::usage(format!("cannot use workspace {}: {e}", ws_dir.display())))?;
-    let ctx = ToolContext { workspace: &workspace, config: &config, session: &session };
+    let (approvals, warnings) = Approvals::from_config(&config, super::approve::TtyApprover::for_this_process())
+        .map_err(|e| Failure::usage(format!("{e:#}")))?;
+    for w in warnings {
+        eprintln!("abhed: {w}");
+    }
+    let sandbox = SessionSandbox::new(&config.sandbox, &workspace);
+    let ctx = ToolContext {
+        workspace: &workspace,
+        config: &config,
+        session: &session,
+        sandbox: &sandbox,
+        approvals: &approvals,
+    };
 
     let call = ToolCall { name, arguments: raw_args };
     let outcome = agent::execute(&registry, &ctx, &call).map_err(|e| Failure::internal(&e))?;
@@ -141,5 +154,9 @@ pub fn run(a: ToolArgs) -> Result<u8, Failure> {
             print_stdout(&format!("{envelope}\n"))?;
         }
     }
-    Ok(if outcome.ok() { exit::OK } else { exit::TOOL_ERROR })
+    Ok(match &outcome.result {
+        Ok(_) => exit::OK,
+        Err(e) if e.code == ErrorCode::ApprovalDenied => exit::APPROVAL_DENIED,
+        Err(_) => exit::TOOL_ERROR,
+    })
 }

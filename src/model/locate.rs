@@ -17,28 +17,7 @@ pub const DEFAULT_MODEL_FILE: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
 
 /// Where the default model is looked for, in order.
 pub fn default_dirs() -> Vec<PathBuf> {
-    let mut dirs = Vec::new();
-    if let Some(home) = std::env::var_os("ABHED_HOME").filter(|v| !v.is_empty()) {
-        dirs.push(PathBuf::from(home).join("models"));
-    }
-    if let Ok(exe) = std::env::current_exe()
-        && let Some(bin) = exe.parent()
-    {
-        dirs.push(bin.join("models"));
-        // An install (`prefix/bin/abhed`, `prefix/share/abhed/models`) and a cargo build
-        // (`repo/target/release/abhed`, `repo/models`).
-        if let Some(prefix) = bin.parent() {
-            dirs.push(prefix.join("share/abhed/models"));
-            dirs.push(prefix.join("models"));
-            if let Some(repo) = prefix.parent() {
-                dirs.push(repo.join("models"));
-            }
-        }
-    }
-    dirs.push(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("models"));
-    let mut seen = std::collections::HashSet::new();
-    dirs.retain(|d| seen.insert(d.clone()));
-    dirs
+    crate::layout::search_dirs("models")
 }
 
 /// The model file to load: `explicit` when given, else the default model found in

@@ -76,6 +76,8 @@ pub enum EventKind {
     Observation,
     /// A run ended, with its stop reason.
     RunEnd,
+    /// An approval decision on a tool call: by the policy or the operator, allowed or denied.
+    Approval,
 }
 
 impl EventKind {
@@ -87,6 +89,7 @@ impl EventKind {
             EventKind::Action => "action",
             EventKind::Observation => "observation",
             EventKind::RunEnd => "run_end",
+            EventKind::Approval => "approval",
         }
     }
 }

@@ -113,6 +113,7 @@ impl Tool for Edit {
         let path = ctx.workspace.resolve("path", &raw_path)?;
         let shown = path.shown.as_path();
         let real = path.real.as_path();
+        crate::approval::gate::path(ctx, self.name(), shown, real)?;
 
         match std::fs::metadata(real) {
             Ok(m) if m.is_dir() => Err(ToolError::new(
@@ -317,7 +318,7 @@ fn edit_existing(ctx: &ToolContext<'_>, plan: &Plan, shown: &Path, real: &Path) 
     })?;
     record(ctx, real, &applied, &new_sha)?;
     let (text, truncated) = render(shown, plan, &applied, Some(applied.lines_before), &new_sha, None);
-    Ok(ToolOutput { text, mutated: true, truncated, file: Some(FileIdentity::new(shown, new_sha)) })
+    Ok(ToolOutput { text, mutated: true, truncated, file: Some(FileIdentity::new(shown, new_sha)), meta: None })
 }
 
 /// Write atomically, hashing the new content while the disk syncs. Returns its sha256.
@@ -378,7 +379,7 @@ fn create(ctx: &ToolContext<'_>, plan: &Plan, shown: &Path, real: &Path) -> Tool
     };
     record(ctx, real, &applied, &sha)?;
     let (text, truncated) = render(shown, plan, &applied, None, &sha, Some((mode, &created_dirs)));
-    Ok(ToolOutput { text, mutated: true, truncated, file: Some(FileIdentity::new(shown, sha)) })
+    Ok(ToolOutput { text, mutated: true, truncated, file: Some(FileIdentity::new(shown, sha)), meta: None })
 }
 
 fn utf8_error(shown: &Path, bytes: &[u8], at: usize) -> ToolError {

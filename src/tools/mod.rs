@@ -6,6 +6,7 @@
 //! (a bug or a broken store: never dressed up as a tool result).
 
 pub mod args;
+pub mod bash;
 pub mod edit;
 pub(crate) mod fsutil;
 pub mod glob;
@@ -21,8 +22,9 @@ use std::path::Path;
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::approval::gate::Approvals;
 use crate::config::Config;
-use crate::sandbox::{PathError, Workspace};
+use crate::sandbox::{PathError, SessionSandbox, Workspace};
 use crate::store::Session;
 
 pub use fsutil::FileIdentity;
@@ -32,6 +34,10 @@ pub struct ToolContext<'a> {
     pub workspace: &'a Workspace,
     pub config: &'a Config,
     pub session: &'a Session<'a>,
+    /// Where bash runs: the session's microVM.
+    pub sandbox: &'a SessionSandbox,
+    /// The approval policy and whoever answers its questions.
+    pub approvals: &'a Approvals,
 }
 
 /// What the model sees after a successful call, plus the facts the envelope reports.
@@ -43,11 +49,14 @@ pub struct ToolOutput {
     pub truncated: bool,
     /// The file the call was about, where there is exactly one.
     pub file: Option<FileIdentity>,
+    /// Facts for the event log that the model does not see (bash: the sandbox that ran it,
+    /// the exit code, the working directory).
+    pub meta: Option<Value>,
 }
 
 impl ToolOutput {
     pub fn new(text: String) -> Self {
-        ToolOutput { text, mutated: false, truncated: false, file: None }
+        ToolOutput { text, mutated: false, truncated: false, file: None, meta: None }
     }
 }
 
@@ -89,6 +98,14 @@ pub enum ErrorCode {
     RegexTooLarge,
     EmptyPattern,
     UnknownTool,
+    /// bash could not run: no QEMU, no VM image, or an image that fails its checksums.
+    SandboxUnavailable,
+    /// The VM died or stopped answering during the call.
+    SandboxCrashed,
+    /// A command that needs a terminal.
+    InteractiveCommand,
+    /// The approval policy or the operator refused the call.
+    ApprovalDenied,
 }
 
 impl ErrorCode {
@@ -120,6 +137,10 @@ impl ErrorCode {
             ErrorCode::RegexTooLarge => "regex_too_large",
             ErrorCode::EmptyPattern => "empty_pattern",
             ErrorCode::UnknownTool => "unknown_tool",
+            ErrorCode::SandboxUnavailable => "sandbox_unavailable",
+            ErrorCode::SandboxCrashed => "sandbox_crashed",
+            ErrorCode::InteractiveCommand => "interactive_command",
+            ErrorCode::ApprovalDenied => "approval_denied",
         }
     }
 }
@@ -224,6 +245,7 @@ impl Registry {
                 Box::new(edit::Edit),
                 Box::new(glob::Glob),
                 Box::new(grep::Grep),
+                Box::new(bash::Bash),
             ],
         }
     }

@@ -146,7 +146,13 @@ impl Tool for Read {
         ctx.session.record_read(&path.real, &rec).map_err(ToolFailure::Internal)?;
 
         let (text, truncated) = render(shown, &scan, offset, args.limit.is_some());
-        Ok(ToolOutput { text, mutated: false, truncated, file: Some(FileIdentity::new(shown, scan.sha256)) })
+        Ok(ToolOutput {
+            text,
+            mutated: false,
+            truncated,
+            file: Some(FileIdentity::new(shown, scan.sha256)),
+            meta: None,
+        })
     }
 }
 

@@ -51,6 +51,7 @@ impl Tool for Write {
         let path = ctx.workspace.resolve("path", &args.path)?;
         let shown = path.shown.as_path();
         let real = path.real.as_path();
+        crate::approval::gate::path(ctx, self.name(), shown, real)?;
         let new = args.content.as_bytes();
 
         let previous = match std::fs::metadata(real) {
@@ -96,6 +97,7 @@ impl Tool for Write {
                 mutated: false,
                 truncated: false,
                 file: Some(FileIdentity::new(shown, sha)),
+                meta: None,
             });
         }
 
@@ -141,7 +143,7 @@ impl Tool for Write {
         if !created_dirs.is_empty() {
             text.push_str(&format!(" Created directories: {}.", fsutil::list_paths(&created_dirs)));
         }
-        Ok(ToolOutput { text, mutated: true, truncated: false, file: Some(FileIdentity::new(shown, sha)) })
+        Ok(ToolOutput { text, mutated: true, truncated: false, file: Some(FileIdentity::new(shown, sha)), meta: None })
     }
 }
 

@@ -8,9 +8,10 @@ pub mod cli;
 use std::path::PathBuf;
 
 use abhed::agent::{CallOutcome, execute};
+use abhed::approval::gate::{Approvals, NoOperator};
 use abhed::config::Config;
 use abhed::model::ToolCall;
-use abhed::sandbox::Workspace;
+use abhed::sandbox::{SessionSandbox, Workspace};
 use abhed::store::{Session, Store};
 use abhed::tools::{Registry, ToolContext};
 
@@ -22,6 +23,8 @@ pub struct Harness {
     workspace: Workspace,
     config: Config,
     registry: Registry,
+    sandbox: SessionSandbox,
+    approvals: Approvals,
 }
 
 impl Harness {
@@ -33,7 +36,10 @@ impl Harness {
         let ws = ws.canonicalize().unwrap();
         let store = Store::open(&tmp.path().join("abhed.db")).unwrap();
         let workspace = Workspace::new(&ws, &[]).unwrap();
-        Harness { _tmp: tmp, ws, store, workspace, config: Config::default(), registry: Registry::native() }
+        let config = Config::default();
+        let sandbox = SessionSandbox::new(&config.sandbox, &workspace);
+        let (approvals, _) = Approvals::from_config(&config, Box::new(NoOperator)).unwrap();
+        Harness { _tmp: tmp, ws, store, workspace, config, registry: Registry::native(), sandbox, approvals }
     }
 
     pub fn session(&self) -> Session<'_> {
@@ -47,7 +53,13 @@ impl Harness {
 
     /// One tool call in `session`; an internal fault fails the test.
     pub fn call(&self, session: &Session<'_>, tool: &str, args: serde_json::Value) -> CallOutcome {
-        let ctx = ToolContext { workspace: &self.workspace, config: &self.config, session };
+        let ctx = ToolContext {
+            workspace: &self.workspace,
+            config: &self.config,
+            session,
+            sandbox: &self.sandbox,
+            approvals: &self.approvals,
+        };
         execute(&self.registry, &ctx, &ToolCall { name: tool.to_string(), arguments: args.to_string() }).unwrap()
     }
 }

@@ -1,0 +1,24 @@
+#!/bin/busybox sh
+# PID 1 of the session microVM. It mounts the kernel's filesystems, loads the virtio and 9p
+# modules, brings up loopback (the VM has no other network device), then runs the guest agent,
+# which mounts the shared directories and serves the host's requests. When the agent ends, the
+# VM powers off: the host sees the port close and QEMU exit.
+export PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev
+mkdir -p /dev/pts /dev/shm
+mount -t devpts devpts /dev/pts
+mount -t tmpfs -o mode=1777 tmpfs /tmp
+mount -t tmpfs -o mode=0755 tmpfs /run
+mount -t tmpfs -o mode=1777 tmpfs /dev/shm
+for m in $(cat /modules/order); do
+  insmod /modules/$m.ko || echo "init: insmod $m failed" >&2
+done
+ip link set lo up
+hostname abhed-vm
+cd /
+/sbin/abhed-guest
+echo "init: the guest agent exited ($?); powering off" >&2
+sync
+poweroff -f

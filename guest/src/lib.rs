@@ -1,0 +1,232 @@
+//! The protocol between Abhed (the host) and its guest agent inside the session microVM.
+//!
+//! The channel is one virtio-serial port. Each message is a frame: a 4-byte big-endian length,
+//! then that many bytes of JSON. The host sends [`Request`]s one at a time and reads the
+//! [`Response`] to each before sending the next; the guest speaks first, with
+//! [`Response::Ready`], once it has opened the port.
+
+use std::io::{self, Read, Write};
+
+use serde::{Deserialize, Serialize};
+
+/// The name of the virtio-serial port both sides look for.
+pub const PORT_NAME: &str = "abhed.0";
+
+/// Bumped whenever a message changes shape; the host refuses a guest that speaks another.
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// A frame larger than this is a protocol error, not a message (a stray write on the port).
+pub const MAX_FRAME: usize = 16 * 1024 * 1024;
+
+/// How much of a command's output the guest keeps from the start and from the end. The host
+/// cuts it to its own, smaller limit; these only bound what crosses the channel.
+pub const KEEP_HEAD_BYTES: usize = 64 * 1024;
+pub const KEEP_TAIL_BYTES: usize = 64 * 1024;
+
+/// A directory the host shares with the guest over 9p.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Share {
+    /// The 9p mount tag QEMU was given.
+    pub tag: String,
+    /// Where it is mounted in the guest (the host path, for the workspace).
+    pub path: String,
+    pub readonly: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum Request {
+    /// Mount the shares; sent once, right after `Ready`.
+    Setup { shares: Vec<Share>, host_usr: bool },
+    /// Run `command` in a fresh shell in `cwd`, wait for it (at most `timeout_ms`), and report.
+    Exec { id: u64, command: String, cwd: String, fallback_cwd: String, timeout_ms: u64 },
+    /// Start `command` detached, its output going to a log file; report its handle at once.
+    Spawn { id: u64, command: String, cwd: String, fallback_cwd: String },
+    /// Sync and power off.
+    Shutdown,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Response {
+    Ready {
+        protocol: u32,
+        kernel: String,
+    },
+    SetupDone {
+        shell: String,
+        errors: Vec<String>,
+    },
+    Exec(ExecResult),
+    Spawned(SpawnResult),
+    /// The request could not be carried out (a bad request, or the guest could not fork).
+    Failed {
+        id: u64,
+        message: String,
+    },
+    ShuttingDown,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExecResult {
+    pub id: u64,
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+    pub timed_out: bool,
+    /// Processes of the command's group still running after it exited, which were killed.
+    pub stragglers_killed: bool,
+    pub output: Output,
+    /// The shell's working directory when it exited, if it could be told.
+    pub cwd: Option<String>,
+    /// `cwd` no longer existed, so the command ran in `fallback_cwd`.
+    pub cwd_reset: bool,
+    pub duration_ms: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SpawnResult {
+    pub id: u64,
+    /// The job's pid, which is also its process group id.
+    pub pid: i32,
+    pub log: String,
+    /// Holds the exit status once the job ends.
+    pub exit_file: String,
+    pub cwd_reset: bool,
+}
+
+/// Combined stdout and stderr: everything when it fits in `head`, otherwise the first
+/// [`KEEP_HEAD_BYTES`] and last [`KEEP_TAIL_BYTES`] bytes, with `total_bytes` telling how much
+/// there was. Bytes that are not UTF-8 arrive as U+FFFD.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Output {
+    pub head: String,
+    pub tail: String,
+    pub total_bytes: u64,
+    /// Bytes neither in `head` nor in `tail`.
+    pub omitted_bytes: u64,
+}
+
+/// Write one frame.
+pub fn write_frame<W: Write, T: Serialize>(w: &mut W, msg: &T) -> io::Result<()> {
+    let body = serde_json::to_vec(msg).map_err(io::Error::other)?;
+    let len = u32::try_from(body.len()).map_err(|_| io::Error::other("frame too large"))?;
+    let mut buf = Vec::with_capacity(4 + body.len());
+    buf.extend_from_slice(&len.to_be_bytes());
+    buf.extend_from_slice(&body);
+    w.write_all(&buf)?;
+    w.flush()
+}
+
+/// Read one frame. `Ok(None)` at a clean end of stream (the peer closed between frames).
+pub fn read_frame<R: Read, T: for<'de> Deserialize<'de>>(r: &mut R) -> io::Result<Option<T>> {
+    let mut len = [0u8; 4];
+    let mut got = 0;
+    while got < 4 {
+        match r.read(&mut len[got..]) {
+            Ok(0) if got == 0 => return Ok(None),
+            Ok(0) => return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "stream ended inside a frame header")),
+            Ok(n) => got += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    let len = u32::from_be_bytes(len) as usize;
+    if len > MAX_FRAME {
+        return Err(io::Error::new(io::ErrorKind::InvalidData, format!("frame of {len} bytes exceeds {MAX_FRAME}")));
+    }
+    let mut body = vec![0u8; len];
+    r.read_exact(&mut body)?;
+    serde_json::from_slice(&body).map(Some).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+}
+
+/// Keeps the first and last bytes of a stream of unknown length.
+#[derive(Debug, Default)]
+pub struct HeadTail {
+    head: Vec<u8>,
+    tail: std::collections::VecDeque<u8>,
+    total: u64,
+}
+
+impl HeadTail {
+    pub fn push(&mut self, mut bytes: &[u8]) {
+        self.total += bytes.len() as u64;
+        if self.head.len() < KEEP_HEAD_BYTES {
+            let n = bytes.len().min(KEEP_HEAD_BYTES - self.head.len());
+            self.head.extend_from_slice(&bytes[..n]);
+            bytes = &bytes[n..];
+        }
+        if bytes.len() >= KEEP_TAIL_BYTES {
+            self.tail.clear();
+            bytes = &bytes[bytes.len() - KEEP_TAIL_BYTES..];
+        }
+        let overflow = (self.tail.len() + bytes.len()).saturating_sub(KEEP_TAIL_BYTES);
+        self.tail.drain(..overflow);
+        self.tail.extend(bytes);
+    }
+
+    pub fn finish(&self) -> Output {
+        let tail: Vec<u8> = self.tail.iter().copied().collect();
+        let kept = (self.head.len() + tail.len()) as u64;
+        Output {
+            head: String::from_utf8_lossy(&self.head).into_owned(),
+            tail: String::from_utf8_lossy(&tail).into_owned(),
+            total_bytes: self.total,
+            omitted_bytes: self.total - kept,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_round_trip_and_a_clean_end_is_none() {
+        let mut buf = Vec::new();
+        write_frame(&mut buf, &Request::Shutdown).unwrap();
+        write_frame(
+            &mut buf,
+            &Request::Exec {
+                id: 7,
+                command: "echo hi".into(),
+                cwd: "/w".into(),
+                fallback_cwd: "/w".into(),
+                timeout_ms: 5,
+            },
+        )
+        .unwrap();
+        let mut r = &buf[..];
+        assert_eq!(read_frame::<_, Request>(&mut r).unwrap(), Some(Request::Shutdown));
+        assert!(matches!(read_frame::<_, Request>(&mut r).unwrap(), Some(Request::Exec { id: 7, .. })));
+        assert_eq!(read_frame::<_, Request>(&mut r).unwrap(), None);
+    }
+
+    #[test]
+    fn a_truncated_frame_is_an_error() {
+        let mut buf = Vec::new();
+        write_frame(&mut buf, &Request::Shutdown).unwrap();
+        buf.pop();
+        assert!(read_frame::<_, Request>(&mut &buf[..]).is_err());
+    }
+
+    #[test]
+    fn head_tail_keeps_both_ends_and_counts_the_middle() {
+        let mut ht = HeadTail::default();
+        let data: Vec<u8> = (0..300_000u32).map(|i| b'a' + (i % 26) as u8).collect();
+        for chunk in data.chunks(4093) {
+            ht.push(chunk);
+        }
+        let out = ht.finish();
+        assert_eq!(out.total_bytes, 300_000);
+        assert_eq!(out.head.as_bytes(), &data[..KEEP_HEAD_BYTES]);
+        assert_eq!(out.tail.as_bytes(), &data[300_000 - KEEP_TAIL_BYTES..]);
+        assert_eq!(out.omitted_bytes, (300_000 - KEEP_HEAD_BYTES - KEEP_TAIL_BYTES) as u64);
+
+        let mut small = HeadTail::default();
+        small.push(b"hello");
+        assert_eq!(
+            small.finish(),
+            Output { head: "hello".into(), tail: String::new(), total_bytes: 5, omitted_bytes: 0 }
+        );
+    }
+}

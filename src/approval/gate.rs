@@ -1,0 +1,219 @@
+//! Where the tools meet the policy: a bash command line or a write/edit path is checked, the
+//! operator is asked when the policy says so and one is present, and every decision becomes an
+//! `approval` event between the call's action and its observation.
+
+use std::path::Path;
+use std::sync::Mutex;
+
+use serde_json::json;
+
+use super::{Decision, Policy, PolicyConfig, Reason, ReasonKind, Verdict};
+use crate::config::Config;
+use crate::store::EventKind;
+use crate::tools::{ErrorCode, ToolContext, ToolError, ToolFailure};
+
+/// An operator's answer to an approval prompt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Answer {
+    Once,
+    /// Allow this exact command for the rest of the session.
+    Always,
+    Deny,
+}
+
+/// What the operator is asked.
+#[derive(Debug)]
+pub struct Question<'a> {
+    pub tool: &'a str,
+    /// The model's description of the call (bash's `description`, or the tool's action).
+    pub description: &'a str,
+    /// The command line or the path.
+    pub subject: &'a str,
+    pub reasons: &'a [Reason],
+    /// Whether "always" may be offered: never for a destructive command.
+    pub offer_always: bool,
+}
+
+/// Whoever answers approval prompts.
+pub trait Approver: Send + Sync {
+    /// The answer, or `None` when nobody can answer (no terminal: `abhed run` in a script).
+    fn ask(&self, q: &Question<'_>) -> Option<Answer>;
+}
+
+/// Nobody is there to ask: what needs confirmation is denied.
+pub struct NoOperator;
+
+impl Approver for NoOperator {
+    fn ask(&self, _: &Question<'_>) -> Option<Answer> {
+        None
+    }
+}
+
+/// The session's policy (which learns "always" answers) and its approver.
+pub struct Approvals {
+    policy: Mutex<Policy>,
+    approver: Box<dyn Approver>,
+}
+
+impl Approvals {
+    pub fn new(policy: Policy, approver: Box<dyn Approver>) -> Approvals {
+        Approvals { policy: Mutex::new(policy), approver }
+    }
+
+    /// The policy of the config's `[approval]` tables (the user's, tightened by the
+    /// workspace's), and the warnings about workspace settings that were ignored.
+    pub fn from_config(config: &Config, approver: Box<dyn Approver>) -> anyhow::Result<(Approvals, Vec<String>)> {
+        let load = |src: &Option<(toml::Table, std::path::PathBuf)>| -> anyhow::Result<Option<PolicyConfig>> {
+            match src {
+                None => Ok(None),
+                Some((table, path)) => PolicyConfig::from_table(table.clone())
+                    .map(Some)
+                    .map_err(|e| anyhow::anyhow!("invalid [approval] in {}: {e}", path.display())),
+            }
+        };
+        let (policy, warnings) = Policy::layered(load(&config.approval.user)?, load(&config.approval.workspace)?)
+            .map_err(|e| anyhow::anyhow!("invalid approval policy: {e}"))?;
+        Ok((Approvals::new(policy, approver), warnings))
+    }
+
+    fn check_command(&self, command: &str) -> Verdict {
+        match self.policy.lock() {
+            Ok(p) => p.check_command(command),
+            Err(p) => p.into_inner().check_command(command),
+        }
+    }
+
+    fn check_path(&self, path: &Path) -> Verdict {
+        match self.policy.lock() {
+            Ok(p) => p.check_path(path),
+            Err(p) => p.into_inner().check_path(path),
+        }
+    }
+
+    fn remember(&self, command: &str) {
+        if let Ok(mut p) = self.policy.lock() {
+            p.remember(command);
+        }
+    }
+}
+
+/// Check a bash command line. `Ok` means run it.
+pub fn command(ctx: &ToolContext<'_>, description: &str, command: &str) -> Result<(), ToolFailure> {
+    let verdict = ctx.approvals.check_command(command);
+    if let Some(guidance) = &verdict.interactive {
+        record(ctx, "bash", command, &verdict, "rejected", "interactive", None)?;
+        return Err(ToolError::new(
+            ErrorCode::InteractiveCommand,
+            format!(
+                "the command was not run: it needs a terminal, and bash has none (it would wait forever). {guidance}"
+            ),
+        )
+        .into());
+    }
+    decide(ctx, "bash", description, command, &verdict, true)
+}
+
+/// Check a write or edit of a path, as the model named it (`shown`) and with its symlinks
+/// resolved (`real`): a rule on either applies, so a link cannot lead around a rule.
+pub fn path(ctx: &ToolContext<'_>, tool: &str, shown: &Path, real: &Path) -> Result<(), ToolFailure> {
+    let mut verdict = ctx.approvals.check_path(shown);
+    if real != shown {
+        let other = ctx.approvals.check_path(real);
+        if other.decision > verdict.decision {
+            verdict = other;
+        }
+    }
+    let shown = shown.display().to_string();
+    let description = format!("{tool} {shown}");
+    decide(ctx, tool, &description, &shown, &verdict, false)
+}
+
+fn decide(
+    ctx: &ToolContext<'_>,
+    tool: &str,
+    description: &str,
+    subject: &str,
+    verdict: &Verdict,
+    may_remember: bool,
+) -> Result<(), ToolFailure> {
+    match verdict.decision {
+        Decision::Allow => record(ctx, tool, subject, verdict, "allowed", "policy", None),
+        Decision::Deny => {
+            record(ctx, tool, subject, verdict, "denied", "policy", None)?;
+            Err(denied(tool, subject, verdict, "The approval policy denies it").into())
+        }
+        Decision::Ask => {
+            let destructive = verdict.reasons.iter().any(|r| r.kind == ReasonKind::Destructive);
+            let q = Question {
+                tool,
+                description,
+                subject,
+                reasons: &verdict.reasons,
+                offer_always: may_remember && !destructive,
+            };
+            match ctx.approvals.approver.ask(&q) {
+                Some(answer @ (Answer::Once | Answer::Always)) => {
+                    if answer == Answer::Always && q.offer_always {
+                        ctx.approvals.remember(subject);
+                    }
+                    record(ctx, tool, subject, verdict, "allowed", "operator", Some(answer))
+                }
+                Some(Answer::Deny) => {
+                    record(ctx, tool, subject, verdict, "denied", "operator", Some(Answer::Deny))?;
+                    Err(ToolError::new(
+                        ErrorCode::ApprovalDenied,
+                        format!(
+                            "the operator declined this {tool} call ({subject}). Do not retry it as it is: choose another way to reach the goal, or finish and explain what you would have needed."
+                        ),
+                    )
+                    .into())
+                }
+                None => {
+                    record(ctx, tool, subject, verdict, "denied", "no_operator", None)?;
+                    Err(denied(
+                        tool,
+                        subject,
+                        verdict,
+                        "Nobody can answer an approval prompt in this run (it has no terminal)",
+                    )
+                    .into())
+                }
+            }
+        }
+    }
+}
+
+/// The model-facing refusal: what was refused, and the reasons that decided it (each says what
+/// to do instead).
+fn denied(tool: &str, subject: &str, verdict: &Verdict, why: &str) -> ToolError {
+    ToolError::new(
+        ErrorCode::ApprovalDenied,
+        format!("the {tool} call was not run ({subject}). {why}:\n{}", verdict.message()),
+    )
+}
+
+fn record(
+    ctx: &ToolContext<'_>,
+    tool: &str,
+    subject: &str,
+    verdict: &Verdict,
+    decision: &str,
+    by: &str,
+    answer: Option<Answer>,
+) -> Result<(), ToolFailure> {
+    let payload = json!({
+        "tool": tool,
+        "subject": subject,
+        "decision": decision,
+        "by": by,
+        "answer": answer,
+        "policy_decision": verdict.decision,
+        "commands": verdict.commands,
+        "reasons": verdict.reasons,
+    });
+    ctx.session
+        .append(EventKind::Approval, &payload)
+        .map(|_| ())
+        .map_err(|e| ToolFailure::Internal(e.context("cannot record the approval decision")))
+}

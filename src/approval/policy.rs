@@ -1,0 +1,339 @@
+//! The policy file: its TOML shape, rule patterns, and how a workspace policy layers on the user's.
+
+use std::path::{Component, Path};
+
+use globset::{GlobBuilder, GlobMatcher};
+use serde::{Deserialize, Serialize};
+
+/// What happens to a command that matches no rule.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// Allowed (destructive commands still need confirmation).
+    #[default]
+    Auto,
+    /// Needs an operator's confirmation.
+    Ask,
+}
+
+impl Mode {
+    fn name(self) -> &'static str {
+        match self {
+            Mode::Auto => "auto",
+            Mode::Ask => "ask",
+        }
+    }
+}
+
+/// The inside of the `[approval]` table.
+///
+/// ```toml
+/// mode = "auto"
+/// allow = ["cargo test*"]
+/// ask = ["git commit*"]
+/// deny = ["curl*"]
+/// [paths]
+/// deny = ["/etc/**"]
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PolicyConfig {
+    /// `None` when the file does not say; the effective default is [`Mode::Auto`].
+    #[serde(default)]
+    pub mode: Option<Mode>,
+    /// Command patterns: `*` matches any text, everything else is literal; the whole command must match.
+    #[serde(default)]
+    pub allow: Vec<String>,
+    #[serde(default)]
+    pub ask: Vec<String>,
+    #[serde(default)]
+    pub deny: Vec<String>,
+    #[serde(default)]
+    pub paths: PathRulesConfig,
+}
+
+/// Path patterns for the write and edit tools (globs on absolute paths; `**` crosses directories, `*`
+/// does not; a pattern without `/` matches a file name anywhere, gitignore-style).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PathRulesConfig {
+    #[serde(default)]
+    pub allow: Vec<String>,
+    #[serde(default)]
+    pub ask: Vec<String>,
+    #[serde(default)]
+    pub deny: Vec<String>,
+}
+
+/// A policy that cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum PolicyError {
+    #[error("invalid approval policy: {0}")]
+    Toml(#[from] toml::de::Error),
+    #[error("invalid pattern `{pattern}` in the approval policy's {list} list: {reason}")]
+    Pattern { list: &'static str, pattern: String, reason: String },
+}
+
+impl PolicyConfig {
+    /// Parses the inside of the `[approval]` table from TOML text.
+    pub fn from_toml_str(text: &str) -> Result<Self, PolicyError> {
+        Ok(toml::from_str(text)?)
+    }
+
+    /// Converts an already parsed `[approval]` table.
+    pub fn from_table(table: toml::Table) -> Result<Self, PolicyError> {
+        Ok(table.try_into()?)
+    }
+}
+
+/// Merges the user's policy with a workspace's. The workspace may only make things stricter; what it
+/// tried to loosen is dropped and reported in the returned warnings.
+pub(crate) fn layer(user: Option<PolicyConfig>, workspace: Option<PolicyConfig>) -> (PolicyConfig, Vec<String>) {
+    let mut merged = user.unwrap_or_default();
+    let mut warnings = Vec::new();
+    let Some(ws) = workspace else { return (merged, warnings) };
+    const MOVE: &str =
+        "a workspace policy may only add ask and deny rules; move it to your user configuration to use it";
+    for pattern in &ws.allow {
+        warnings.push(format!("ignored the workspace approval policy's allow rule `{pattern}`: {MOVE}"));
+    }
+    for pattern in &ws.paths.allow {
+        warnings.push(format!("ignored the workspace approval policy's paths allow rule `{pattern}`: {MOVE}"));
+    }
+    match ws.mode {
+        Some(Mode::Ask) => merged.mode = Some(Mode::Ask),
+        Some(Mode::Auto) if merged.mode == Some(Mode::Ask) => {
+            warnings.push(format!("ignored the workspace approval policy's `mode = \"auto\"`: {MOVE}"));
+        }
+        _ => {}
+    }
+    merged.ask.extend(ws.ask);
+    merged.deny.extend(ws.deny);
+    merged.paths.ask.extend(ws.paths.ask);
+    merged.paths.deny.extend(ws.paths.deny);
+    (merged, warnings)
+}
+
+/// A command pattern, split at its `*`s.
+#[derive(Debug, Clone)]
+pub(crate) struct CommandRule {
+    pub pattern: String,
+    parts: Vec<String>,
+}
+
+/// Runs of whitespace become one space, so `git  status` and `git status` are the same text.
+pub(crate) fn squash_spaces(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+impl CommandRule {
+    fn new(list: &'static str, raw: &str) -> Result<Self, PolicyError> {
+        let pattern = squash_spaces(raw);
+        if pattern.is_empty() {
+            return Err(PolicyError::Pattern { list, pattern: raw.to_string(), reason: "it is empty".to_string() });
+        }
+        let parts = pattern.split('*').map(str::to_string).collect();
+        Ok(CommandRule { pattern, parts })
+    }
+
+    /// Whole-text match; `*` matches any characters, including spaces and `/`.
+    pub(crate) fn matches(&self, text: &str) -> bool {
+        let text = squash_spaces(text);
+        let (first, rest) = match self.parts.split_first() {
+            Some(split) => split,
+            None => return text.is_empty(),
+        };
+        let Some(mut remaining) = text.strip_prefix(first.as_str()) else { return false };
+        let Some((last, middle)) = rest.split_last() else { return remaining.is_empty() };
+        for part in middle {
+            match remaining.find(part.as_str()) {
+                Some(at) => remaining = &remaining[at + part.len()..],
+                None => return false,
+            }
+        }
+        remaining.len() >= last.len() && remaining.ends_with(last.as_str())
+    }
+}
+
+/// A path pattern.
+#[derive(Debug, Clone)]
+pub(crate) struct PathRule {
+    pub pattern: String,
+    matcher: GlobMatcher,
+}
+
+impl PathRule {
+    fn new(list: &'static str, raw: &str) -> Result<Self, PolicyError> {
+        let error = |reason: String| PolicyError::Pattern { list, pattern: raw.to_string(), reason };
+        let trimmed = raw.trim();
+        if trimmed.is_empty() {
+            return Err(error("it is empty".to_string()));
+        }
+        // gitignore-style: a bare name matches at any depth; a trailing slash means everything inside.
+        let mut glob = if trimmed.contains('/') { trimmed.to_string() } else { format!("**/{trimmed}") };
+        if glob.ends_with('/') {
+            glob.push_str("**");
+        }
+        let matcher = GlobBuilder::new(&glob).literal_separator(true).build().map_err(|e| error(e.to_string()))?;
+        Ok(PathRule { pattern: raw.to_string(), matcher: matcher.compile_matcher() })
+    }
+
+    pub(crate) fn matches(&self, path: &str) -> bool {
+        self.matcher.is_match(path)
+    }
+}
+
+/// Compiled rules.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Rules {
+    pub mode: Mode,
+    pub allow: Vec<CommandRule>,
+    pub ask: Vec<CommandRule>,
+    pub deny: Vec<CommandRule>,
+    pub path_allow: Vec<PathRule>,
+    pub path_ask: Vec<PathRule>,
+    pub path_deny: Vec<PathRule>,
+}
+
+impl Rules {
+    pub(crate) fn compile(config: &PolicyConfig) -> Result<Self, PolicyError> {
+        let commands = |list: &'static str, raw: &[String]| -> Result<Vec<CommandRule>, PolicyError> {
+            raw.iter().map(|p| CommandRule::new(list, p)).collect()
+        };
+        let paths = |list: &'static str, raw: &[String]| -> Result<Vec<PathRule>, PolicyError> {
+            raw.iter().map(|p| PathRule::new(list, p)).collect()
+        };
+        Ok(Rules {
+            mode: config.mode.unwrap_or_default(),
+            allow: commands("allow", &config.allow)?,
+            ask: commands("ask", &config.ask)?,
+            deny: commands("deny", &config.deny)?,
+            path_allow: paths("paths allow", &config.paths.allow)?,
+            path_ask: paths("paths ask", &config.paths.ask)?,
+            path_deny: paths("paths deny", &config.paths.deny)?,
+        })
+    }
+
+    pub(crate) fn mode_name(&self) -> &'static str {
+        self.mode.name()
+    }
+}
+
+/// The first rule matching any of `texts`.
+pub(crate) fn first_match<'r>(rules: &'r [CommandRule], texts: &[&str]) -> Option<&'r CommandRule> {
+    rules.iter().find(|r| texts.iter().any(|t| r.matches(t)))
+}
+
+/// Resolves `.` and `..` without touching the file system, so `/work/../etc/x` meets the `/etc/**` rule.
+pub(crate) fn normalize_path(path: &Path) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let absolute = path.is_absolute();
+    for component in path.components() {
+        match component {
+            Component::Normal(p) => parts.push(p.to_string_lossy().into_owned()),
+            Component::ParentDir => {
+                if parts.pop().is_none() && !absolute {
+                    parts.push("..".to_string());
+                }
+            }
+            Component::CurDir | Component::RootDir | Component::Prefix(_) => {}
+        }
+    }
+    let joined = parts.join("/");
+    if absolute { format!("/{joined}") } else { joined }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rule(p: &str) -> CommandRule {
+        CommandRule::new("allow", p).unwrap()
+    }
+
+    #[test]
+    fn star_matches_anything() {
+        assert!(rule("cargo test*").matches("cargo test"));
+        assert!(rule("cargo test*").matches("cargo test --release -- a/b c"));
+        assert!(rule("git *push*").matches("git -C x push --force"));
+        assert!(rule("*").matches(""));
+        assert!(rule("a*b*c").matches("abc"));
+        assert!(!rule("a*b*c").matches("acb"));
+        assert!(!rule("ab*ba").matches("aba"));
+    }
+
+    #[test]
+    fn whole_text_must_match() {
+        assert!(rule("git status").matches("git status"));
+        assert!(rule("git  status ").matches("git status"));
+        assert!(!rule("git status").matches("git status -s"));
+        assert!(!rule("git status").matches("xgit status"));
+    }
+
+    #[test]
+    fn parses_the_approval_table() {
+        let config = PolicyConfig::from_toml_str(
+            "mode = \"ask\"\nallow = [\"ls*\"]\ndeny = [\"curl*\"]\n[paths]\ndeny = [\"/etc/**\"]\n",
+        )
+        .unwrap();
+        assert_eq!(config.mode, Some(Mode::Ask));
+        assert_eq!(config.paths.deny, ["/etc/**"]);
+        let table: toml::Table = "allow = [\"x\"]".parse().unwrap();
+        assert_eq!(PolicyConfig::from_table(table).unwrap().allow, ["x"]);
+    }
+
+    #[test]
+    fn unknown_keys_are_errors() {
+        let err = PolicyConfig::from_toml_str("alow = []").unwrap_err();
+        assert!(err.to_string().contains("alow"), "{err}");
+        assert!(PolicyConfig::from_toml_str("[paths]\nwrite = []").is_err());
+        assert!(PolicyConfig::from_toml_str("mode = \"yolo\"").is_err());
+    }
+
+    #[test]
+    fn invalid_patterns_name_the_pattern() {
+        let config = PolicyConfig {
+            paths: PathRulesConfig { deny: vec!["/etc/[".into()], ..Default::default() },
+            ..Default::default()
+        };
+        let err = Rules::compile(&config).unwrap_err();
+        assert!(err.to_string().contains("`/etc/[`"), "{err}");
+        let empty = PolicyConfig { deny: vec!["  ".into()], ..Default::default() };
+        assert!(Rules::compile(&empty).is_err());
+    }
+
+    #[test]
+    fn path_patterns() {
+        let r = |p: &str| PathRule::new("deny", p).unwrap();
+        assert!(r("/etc/**").matches("/etc/passwd"));
+        assert!(r("/etc/**").matches("/etc/ssh/sshd_config"));
+        assert!(!r("/etc/**").matches("/etcetera/x"));
+        assert!(r("*.pem").matches("/work/keys/a.pem"));
+        assert!(r("/work/secrets/").matches("/work/secrets/a/b"));
+        assert!(!r("/work/*.txt").matches("/work/a/b.txt"));
+    }
+
+    #[test]
+    fn normalizes_paths() {
+        assert_eq!(normalize_path(Path::new("/work/../etc/./passwd")), "/etc/passwd");
+        assert_eq!(normalize_path(Path::new("/../../etc")), "/etc");
+        assert_eq!(normalize_path(Path::new("a/../../b")), "../b");
+    }
+
+    #[test]
+    fn workspace_cannot_loosen() {
+        let user = PolicyConfig { mode: Some(Mode::Ask), allow: vec!["ls*".into()], ..Default::default() };
+        let ws = PolicyConfig {
+            mode: Some(Mode::Auto),
+            allow: vec!["rm*".into()],
+            deny: vec!["curl*".into()],
+            ..Default::default()
+        };
+        let (merged, warnings) = layer(Some(user), Some(ws));
+        assert_eq!(merged.mode, Some(Mode::Ask));
+        assert_eq!(merged.allow, ["ls*"]);
+        assert_eq!(merged.deny, ["curl*"]);
+        assert_eq!(warnings.len(), 2);
+        assert!(warnings[0].contains("`rm*`") && warnings[0].contains("user configuration"));
+    }
+}

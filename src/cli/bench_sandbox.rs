@@ -1,0 +1,127 @@
+//! `abhed bench --sandbox`: the microVM's boot to a first command and its per-command round trip
+//! (`true`, `echo hi`), side by side with host `bash -c true` in the same run.
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use abhed::config::Config;
+use abhed::sandbox::image::Image;
+use abhed::sandbox::vm::{Accel, BootSpec, MicroVm};
+use abhed::sandbox::{find_qemu, try_kvm};
+
+use super::{Failure, exit, print_stdout};
+
+struct Stats {
+    median_ms: f64,
+    mean_ms: f64,
+    min_ms: f64,
+    max_ms: f64,
+}
+
+fn stats(mut d: Vec<Duration>) -> Stats {
+    d.sort();
+    let ms: Vec<f64> = d.iter().map(|x| x.as_secs_f64() * 1000.0).collect();
+    let n = ms.len().max(1);
+    Stats {
+        median_ms: ms.get(n / 2).copied().unwrap_or(0.0),
+        mean_ms: ms.iter().sum::<f64>() / n as f64,
+        min_ms: ms.first().copied().unwrap_or(0.0),
+        max_ms: ms.last().copied().unwrap_or(0.0),
+    }
+}
+
+pub fn run(boots: u32, calls: u32, json_out: bool) -> Result<u8, Failure> {
+    let ws = std::env::current_dir().map_err(|e| Failure::usage(format!("no current directory: {e}")))?;
+    let config = Config::load(&ws).map_err(|e| Failure::usage(format!("{e:#}")))?;
+    let sb = &config.sandbox;
+    let qemu = find_qemu(sb.qemu.as_deref()).map_err(|e| Failure::usage(e.to_string()))?;
+    let image = Image::locate(sb.image_dir.as_deref(), &abhed::layout::search_dirs("vm")).map_err(Failure::usage)?;
+    let mut spec = BootSpec {
+        qemu,
+        memory_mib: sb.memory_mib,
+        cpus: sb.cpus,
+        shares: vec![ws.clone()],
+        host_usr: sb.share_host_usr,
+        accel: Accel::Tcg,
+        deadline: Duration::from_secs(sb.boot_timeout_s),
+    };
+    let mut accels = vec![Accel::Tcg];
+    let kvm_note = match try_kvm(&image, &spec) {
+        Ok(_) => {
+            accels.insert(0, Accel::Kvm);
+            "KVM works here".to_string()
+        }
+        Err(e) => format!("KVM not usable here ({e}); TCG only"),
+    };
+    let err = |e: abhed::sandbox::vm::VmError| Failure { code: exit::INTERNAL, message: e.to_string() };
+
+    let host: Vec<Duration> = (0..calls)
+        .map(|_| {
+            let t = Instant::now();
+            let _ = Command::new("bash").args(["-c", "true"]).status();
+            t.elapsed()
+        })
+        .collect();
+    let host = stats(host);
+
+    let mut rows = Vec::new();
+    let mut text = format!(
+        "{kvm_note}\n\nhost `bash -c true`: median {:.1} ms (mean {:.1}, min {:.1}, max {:.1}; {calls} runs)\n",
+        host.median_ms, host.mean_ms, host.min_ms, host.max_ms
+    );
+    for accel in accels {
+        spec.accel = accel;
+        let mut boot = Vec::new();
+        let mut vm = None;
+        for _ in 0..boots {
+            let t = Instant::now();
+            let mut v = MicroVm::boot(&image, &spec).map_err(err)?;
+            v.exec(0, "true", &ws, &ws, 10_000).map_err(err)?;
+            boot.push(t.elapsed());
+            vm = Some(v);
+        }
+        let Some(mut vm) = vm else { continue };
+        let mut id = 1;
+        let mut round = |cmd: &str| -> Result<Stats, Failure> {
+            let mut d = Vec::new();
+            for _ in 0..calls {
+                id += 1;
+                let t = Instant::now();
+                vm.exec(id, cmd, &ws, &ws, 10_000).map_err(err)?;
+                d.push(t.elapsed());
+            }
+            Ok(stats(d))
+        };
+        let t = round("true")?;
+        let e = round("echo hi")?;
+        let b = stats(boot);
+        text.push_str(&format!(
+            "\n{} ({boots} boots, {calls} calls each)\n  boot to first command: median {:.0} ms (min {:.0}, max {:.0})\n  `true` round trip:     median {:.1} ms (mean {:.1}) = host + {:.1} ms\n  `echo hi` round trip:  median {:.1} ms (mean {:.1}) = host + {:.1} ms\n",
+            accel.as_str(),
+            b.median_ms,
+            b.min_ms,
+            b.max_ms,
+            t.median_ms,
+            t.mean_ms,
+            t.median_ms - host.median_ms,
+            e.median_ms,
+            e.mean_ms,
+            e.median_ms - host.median_ms,
+        ));
+        rows.push(json!({
+            "accel": accel.as_str(),
+            "boot_ms_median": b.median_ms, "boot_ms_min": b.min_ms, "boot_ms_max": b.max_ms,
+            "true_ms_median": t.median_ms, "true_ms_mean": t.mean_ms,
+            "echo_ms_median": e.median_ms, "echo_ms_mean": e.mean_ms,
+        }));
+    }
+    if json_out {
+        let v = json!({"host_bash_true_ms_median": host.median_ms, "host_bash_true_ms_mean": host.mean_ms, "kvm": kvm_note, "vm": rows});
+        print_stdout(&format!("{v}\n"))?;
+    } else {
+        print_stdout(&text)?;
+    }
+    Ok(exit::OK)
+}

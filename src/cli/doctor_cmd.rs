@@ -1,0 +1,186 @@
+//! `abhed doctor`: what this host can run, checked rather than assumed. The sandbox part boots
+//! the VM: KVM by a timed probe (never by the mere presence of /dev/kvm), then TCG.
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use clap::Args;
+use serde_json::{Value, json};
+
+use abhed::config::Config;
+use abhed::sandbox::image::Image;
+use abhed::sandbox::vm::{Accel, BootSpec, MicroVm};
+use abhed::sandbox::{BACKEND, KVM_PROBE_DEADLINE, find_qemu, try_kvm};
+
+use super::{Failure, exit, print_stdout, workspace_dir};
+
+#[derive(Args)]
+pub struct DoctorArgs {
+    /// The workspace whose config applies (default: the current directory).
+    #[arg(long, value_name = "DIR")]
+    workspace: Option<PathBuf>,
+    /// Print the report as one JSON object.
+    #[arg(long)]
+    json: bool,
+}
+
+/// One line of the report.
+struct Check {
+    name: &'static str,
+    ok: bool,
+    detail: String,
+    extra: Value,
+}
+
+pub fn run(a: DoctorArgs) -> Result<u8, Failure> {
+    let ws = workspace_dir(a.workspace, None)?;
+    let config = Config::load(&ws).map_err(|e| Failure::usage(format!("{e:#}")))?;
+    let sb = &config.sandbox;
+    let mut checks = Vec::new();
+
+    let qemu = find_qemu(sb.qemu.as_deref());
+    match &qemu {
+        Ok(path) => {
+            let version = Command::new(path)
+                .arg("--version")
+                .output()
+                .ok()
+                .and_then(|o| String::from_utf8_lossy(&o.stdout).lines().next().map(str::to_string))
+                .unwrap_or_default();
+            checks.push(Check {
+                name: "qemu",
+                ok: true,
+                detail: format!("{} ({version})", path.display()),
+                extra: json!({"path": path, "version": version}),
+            });
+        }
+        Err(e) => checks.push(Check { name: "qemu", ok: false, detail: e.to_string(), extra: Value::Null }),
+    }
+
+    let image = Image::locate(sb.image_dir.as_deref(), &abhed::layout::search_dirs("vm"));
+    match &image {
+        Ok(img) => {
+            let pkgs: Vec<String> = img.manifest.packages.iter().map(|p| format!("{} {}", p.name, p.version)).collect();
+            checks.push(Check {
+                name: "image",
+                ok: true,
+                detail: format!(
+                    "{}: checksums match its manifest (kernel {}; {})",
+                    img.dir.display(),
+                    img.manifest.kernel_release,
+                    pkgs.join(", ")
+                ),
+                extra: json!({"dir": img.dir, "manifest": img.manifest}),
+            });
+        }
+        Err(e) => checks.push(Check { name: "image", ok: false, detail: e.clone(), extra: Value::Null }),
+    }
+
+    if let (Ok(qemu), Ok(img)) = (&qemu, &image) {
+        let roots = vec![ws.clone()];
+        let spec = BootSpec {
+            qemu: qemu.clone(),
+            memory_mib: sb.memory_mib,
+            cpus: sb.cpus,
+            shares: roots,
+            host_usr: sb.share_host_usr,
+            accel: Accel::Tcg,
+            deadline: Duration::from_secs(sb.boot_timeout_s),
+        };
+        let kvm = match try_kvm(img, &spec) {
+            Ok(vm) => Ok(vm.boot_ms()),
+            Err(e) => Err(e),
+        };
+        checks.push(match &kvm {
+            Ok(ms) => Check {
+                name: "kvm",
+                ok: true,
+                detail: format!("works: a probe boot was ready in {ms} ms"),
+                extra: json!({"works": true, "boot_ms": ms}),
+            },
+            Err(e) => Check {
+                name: "kvm",
+                ok: true,
+                detail: format!(
+                    "not usable (the probe boot failed within {} s: {e}); TCG is used",
+                    KVM_PROBE_DEADLINE.as_secs()
+                ),
+                extra: json!({"works": false, "detail": e}),
+            },
+        });
+        let start = Instant::now();
+        match MicroVm::boot(img, &spec) {
+            Ok(mut vm) => {
+                let probe = vm.exec(1, "echo ok; ls /sys/class/net", &ws, &ws, 30_000);
+                let (ok, detail) = match probe {
+                    Ok(r) if r.exit_code == Some(0) => {
+                        let out = format!("{}{}", r.output.head, r.output.tail);
+                        let nets: Vec<&str> = out.lines().skip(1).collect();
+                        (
+                            nets == ["lo"],
+                            format!(
+                                "booted under TCG in {} ms, a command ran; network interfaces: {}",
+                                start.elapsed().as_millis(),
+                                nets.join(" ")
+                            ),
+                        )
+                    }
+                    Ok(r) => (false, format!("a command failed in the VM: exit {:?}, {}", r.exit_code, r.output.head)),
+                    Err(e) => (false, e.to_string()),
+                };
+                checks.push(Check {
+                    name: "tcg",
+                    ok,
+                    detail,
+                    extra: json!({"boot_ms": vm.boot_ms(), "shell": vm.shell()}),
+                });
+            }
+            Err(e) => checks.push(Check { name: "tcg", ok: false, detail: e.to_string(), extra: Value::Null }),
+        }
+        let chosen = match (sb.accel.as_str(), &kvm) {
+            ("tcg", _) => "tcg",
+            ("kvm", _) => "kvm",
+            (_, Ok(_)) => "kvm",
+            (_, Err(_)) => "tcg",
+        };
+        checks.push(Check {
+            name: "backend",
+            ok: true,
+            detail: format!(
+                "{BACKEND} ({chosen}; sandbox.accel = {:?}); host /usr shared read-only: {}",
+                sb.accel, sb.share_host_usr
+            ),
+            extra: json!({"backend": BACKEND, "accel": chosen}),
+        });
+    } else {
+        checks.push(Check {
+            name: "backend",
+            ok: false,
+            detail: "none: bash fails closed (it never runs on the host) until QEMU and the image are there".into(),
+            extra: json!({"backend": null}),
+        });
+    }
+
+    let model = abhed::model::locate::model_path(config.model.path.as_deref());
+    checks.push(match model {
+        Ok(p) => Check { name: "model", ok: true, detail: p.display().to_string(), extra: json!({"path": p}) },
+        Err(e) => Check { name: "model", ok: false, detail: format!("{e:#}"), extra: Value::Null },
+    });
+
+    let all_ok = checks.iter().all(|c| c.ok);
+    if a.json {
+        let report: serde_json::Map<String, Value> = checks
+            .iter()
+            .map(|c| (c.name.to_string(), json!({"ok": c.ok, "detail": c.detail, "facts": c.extra})))
+            .collect();
+        print_stdout(&format!("{}\n", json!({"ok": all_ok, "checks": report})))?;
+    } else {
+        let mut text = String::new();
+        for c in &checks {
+            text.push_str(&format!("{:<8} {:<4} {}\n", c.name, if c.ok { "ok" } else { "FAIL" }, c.detail));
+        }
+        print_stdout(&text)?;
+    }
+    Ok(if all_ok { exit::OK } else { exit::TOOL_ERROR })
+}

@@ -1,0 +1,269 @@
+//! One session's sandbox: the microVM booted at the session's first bash call and shut down with
+//! the session, the working directory that persists between calls, and the choice of
+//! accelerator. A VM that dies is reported once and replaced by a fresh one at the next call.
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use abhed_guest::{ExecResult, SpawnResult};
+use serde::{Deserialize, Serialize};
+
+use super::Workspace;
+use super::image::Image;
+use super::vm::{Accel, BootSpec, MicroVm, VmError};
+use crate::config::SandboxConfig;
+
+/// The name every bash observation reports as its backend.
+pub const BACKEND: &str = "microvm";
+
+/// Why a command did not run (or did not finish) in the sandbox.
+#[derive(Debug, thiserror::Error)]
+pub enum SandboxError {
+    /// Something the sandbox needs is missing; the message names it and the fix.
+    #[error("{0}")]
+    Unavailable(String),
+    #[error(transparent)]
+    Vm(#[from] VmError),
+}
+
+/// Facts about the VM that ran a command, for the observation's metadata.
+#[derive(Debug, Clone, Serialize)]
+pub struct VmFacts {
+    pub backend: &'static str,
+    pub accel: &'static str,
+    pub kernel: String,
+    pub shell: String,
+    /// This call booted the VM, taking `boot_ms`.
+    pub booted: bool,
+    pub boot_ms: u64,
+}
+
+pub struct SessionSandbox {
+    cfg: SandboxConfig,
+    roots: Vec<PathBuf>,
+    home: PathBuf,
+    state: Mutex<State>,
+}
+
+struct State {
+    vm: Option<MicroVm>,
+    cwd: PathBuf,
+    next_id: u64,
+}
+
+impl SessionSandbox {
+    pub fn new(cfg: &SandboxConfig, workspace: &Workspace) -> SessionSandbox {
+        SessionSandbox {
+            cfg: cfg.clone(),
+            roots: workspace.roots().map(Path::to_path_buf).collect(),
+            home: workspace.root().to_path_buf(),
+            state: Mutex::new(State { vm: None, cwd: workspace.root().to_path_buf(), next_id: 1 }),
+        }
+    }
+
+    /// The working directory the next command starts in.
+    pub fn cwd(&self) -> PathBuf {
+        self.state.lock().map(|s| s.cwd.clone()).unwrap_or_else(|_| self.home.clone())
+    }
+
+    /// Start from `cwd` (a resumed session's last directory).
+    pub fn set_cwd(&self, cwd: PathBuf) {
+        if let Ok(mut s) = self.state.lock() {
+            s.cwd = cwd;
+        }
+    }
+
+    /// Run `command` in a fresh shell in the session's working directory, and move the working
+    /// directory to where the shell ended.
+    pub fn exec(&self, command: &str, timeout_ms: u64) -> Result<(ExecResult, VmFacts, PathBuf), SandboxError> {
+        let mut st =
+            self.state.lock().map_err(|_| SandboxError::Unavailable("the sandbox state is poisoned".into()))?;
+        let booted = self.ensure_vm(&mut st)?;
+        let id = st.next_id;
+        st.next_id += 1;
+        let cwd = st.cwd.clone();
+        let State { vm, .. } = &mut *st;
+        let Some(machine) = vm.as_mut() else { return Err(SandboxError::Unavailable("no VM".into())) };
+        let facts = facts(machine, booted);
+        match machine.exec(id, command, &cwd, &self.home, timeout_ms) {
+            Ok(r) => {
+                if r.cwd_reset {
+                    st.cwd = self.home.clone();
+                }
+                if let Some(c) = &r.cwd {
+                    st.cwd = PathBuf::from(c);
+                }
+                Ok((r, facts, cwd))
+            }
+            Err(e) => {
+                // Gone or hung: the next call boots a fresh VM.
+                st.vm = None;
+                Err(e.into())
+            }
+        }
+    }
+
+    /// Start `command` detached in the session's working directory.
+    pub fn spawn(&self, command: &str) -> Result<(SpawnResult, VmFacts, PathBuf), SandboxError> {
+        let mut st =
+            self.state.lock().map_err(|_| SandboxError::Unavailable("the sandbox state is poisoned".into()))?;
+        let booted = self.ensure_vm(&mut st)?;
+        let id = st.next_id;
+        st.next_id += 1;
+        let cwd = st.cwd.clone();
+        let Some(machine) = st.vm.as_mut() else { return Err(SandboxError::Unavailable("no VM".into())) };
+        let facts = facts(machine, booted);
+        match machine.spawn(id, command, &cwd, &self.home) {
+            Ok(r) => {
+                if r.cwd_reset {
+                    st.cwd = self.home.clone();
+                }
+                Ok((r, facts, cwd))
+            }
+            Err(e) => {
+                st.vm = None;
+                Err(e.into())
+            }
+        }
+    }
+
+    /// Boot the VM unless one is running. `Ok(true)` when this call booted it.
+    fn ensure_vm(&self, st: &mut State) -> Result<bool, SandboxError> {
+        if let Some(vm) = st.vm.as_mut() {
+            if vm.alive() {
+                return Ok(false);
+            }
+            st.vm = None;
+        }
+        st.vm = Some(self.boot()?);
+        Ok(true)
+    }
+
+    fn boot(&self) -> Result<MicroVm, SandboxError> {
+        let qemu = find_qemu(self.cfg.qemu.as_deref())?;
+        let image = Image::locate(self.cfg.image_dir.as_deref(), &crate::layout::search_dirs("vm")).map_err(|e| {
+            SandboxError::Unavailable(format!("{e}. bash runs only inside the microVM, never on the host"))
+        })?;
+        let mut spec = BootSpec {
+            qemu,
+            memory_mib: self.cfg.memory_mib,
+            cpus: self.cfg.cpus,
+            shares: self.roots.clone(),
+            host_usr: self.cfg.share_host_usr,
+            accel: Accel::Tcg,
+            deadline: Duration::from_secs(self.cfg.boot_timeout_s),
+        };
+        match self.cfg.accel.as_str() {
+            "tcg" => Ok(MicroVm::boot(&image, &spec)?),
+            "kvm" => {
+                spec.accel = Accel::Kvm;
+                Ok(MicroVm::boot(&image, &spec)?)
+            }
+            _ => boot_auto(&image, spec),
+        }
+    }
+}
+
+fn facts(vm: &MicroVm, booted: bool) -> VmFacts {
+    VmFacts {
+        backend: BACKEND,
+        accel: vm.accel().as_str(),
+        kernel: vm.kernel().to_string(),
+        shell: vm.shell().to_string(),
+        booted,
+        boot_ms: vm.boot_ms(),
+    }
+}
+
+/// The qemu binary: the configured one, else `qemu-system-x86_64` beside abhed (a bundle) or on
+/// PATH.
+pub fn find_qemu(configured: Option<&Path>) -> Result<PathBuf, SandboxError> {
+    const NAME: &str = "qemu-system-x86_64";
+    if let Some(p) = configured {
+        return if p.is_file() {
+            Ok(p.to_path_buf())
+        } else {
+            Err(SandboxError::Unavailable(format!(
+                "sandbox.qemu is set to {}, which does not exist. Fix the path in the user config, or remove it to use {NAME} from PATH",
+                p.display()
+            )))
+        };
+    }
+    let beside = std::env::current_exe().ok().and_then(|e| e.parent().map(|d| d.join(NAME)));
+    let on_path = std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).map(|d| d.join(NAME)).collect::<Vec<_>>())
+        .unwrap_or_default();
+    beside.into_iter().chain(on_path).find(|p| p.is_file()).ok_or_else(|| {
+        SandboxError::Unavailable(format!(
+            "{NAME} is not installed, and bash runs only inside the microVM, never on the host. Install QEMU with `sudo apt-get install qemu-system-x86` (or set sandbox.qemu in the user config)"
+        ))
+    })
+}
+
+/// What a KVM boot probe found, remembered beside the session store so that a host whose KVM
+/// does not work pays for the probe once, not at every session.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KvmProbe {
+    /// The host kernel, QEMU and guest kernel the probe ran with; another key probes again.
+    pub key: String,
+    pub works: bool,
+    pub detail: String,
+}
+
+fn probe_path() -> Option<PathBuf> {
+    crate::store::Store::default_path().ok().and_then(|p| p.parent().map(|d| d.join("kvm-probe.json")))
+}
+
+fn probe_key(image: &Image, qemu: &Path) -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let guest = image.manifest.files.get("vmlinux").cloned().unwrap_or_default();
+    format!("{}|{}|{guest}", host.trim(), qemu.display())
+}
+
+/// The probe on record for this host, QEMU and image, if any.
+pub fn recorded_probe(image: &Image, qemu: &Path) -> Option<KvmProbe> {
+    let text = std::fs::read_to_string(probe_path()?).ok()?;
+    let p: KvmProbe = serde_json::from_str(&text).ok()?;
+    (p.key == probe_key(image, qemu)).then_some(p)
+}
+
+fn record_probe(p: &KvmProbe) {
+    if let Some(path) = probe_path() {
+        let _ = std::fs::create_dir_all(path.parent().unwrap_or(Path::new("/")));
+        let _ = std::fs::write(path, serde_json::to_string_pretty(p).unwrap_or_default());
+    }
+}
+
+/// KVM is used when a boot under it reaches a ready agent within a short deadline, never because
+/// /dev/kvm merely exists: on nested or paravirtualised hosts it can exist and not work.
+pub const KVM_PROBE_DEADLINE: Duration = Duration::from_secs(3);
+
+/// Boot under KVM if a probe says it works, else TCG. Returns the first VM that came up.
+fn boot_auto(image: &Image, mut spec: BootSpec) -> Result<MicroVm, SandboxError> {
+    let key = probe_key(image, &spec.qemu);
+    let recorded = recorded_probe(image, &spec.qemu);
+    if recorded.as_ref().is_none_or(|p| p.works) {
+        match try_kvm(image, &spec) {
+            Ok(vm) => {
+                record_probe(&KvmProbe { key, works: true, detail: format!("booted in {} ms", vm.boot_ms()) });
+                return Ok(vm);
+            }
+            Err(detail) => {
+                tracing::info!("KVM probe failed, using TCG: {detail}");
+                record_probe(&KvmProbe { key, works: false, detail });
+            }
+        }
+    }
+    spec.accel = Accel::Tcg;
+    Ok(MicroVm::boot(image, &spec)?)
+}
+
+/// One timed boot under KVM.
+pub fn try_kvm(image: &Image, spec: &BootSpec) -> Result<MicroVm, String> {
+    if let Err(e) = std::fs::OpenOptions::new().read(true).write(true).open("/dev/kvm") {
+        return Err(format!("/dev/kvm cannot be opened: {e}"));
+    }
+    let kvm = BootSpec { accel: Accel::Kvm, deadline: KVM_PROBE_DEADLINE, ..spec.clone() };
+    MicroVm::boot(image, &kvm).map_err(|e| e.to_string())
+}
