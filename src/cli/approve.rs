@@ -6,6 +6,7 @@ use std::io::{BufRead as _, BufReader, IsTerminal as _, Write as _};
 use std::sync::Mutex;
 
 use abhed::approval::gate::{Answer, Approver, NoOperator, Question};
+use abhed::approval::{Decision, ReasonKind};
 
 /// Asks on the controlling terminal (/dev/tty), so it works while stdin and stdout are pipes.
 pub struct TtyApprover {
@@ -34,8 +35,15 @@ impl Approver for TtyApprover {
         for line in q.subject.lines() {
             text.push_str(&format!("  $ {line}\n"));
         }
-        for r in q.reasons {
-            text.push_str(&format!("  why: {}\n", r.message));
+        // Only the reasons that raised the question, in the operator's terms (the messages are
+        // written for the model, which is told what it may do instead).
+        for r in q.reasons.iter().filter(|r| r.decision == Decision::Ask) {
+            let why = match &r.kind {
+                ReasonKind::AskRule(p) => format!("`{}` matches the ask rule `{p}`", r.command),
+                ReasonKind::ModeAsk => format!("`{}` matches no allow rule (mode \"ask\")", r.command),
+                _ => r.message.split(", so it needs").next().unwrap_or(&r.message).to_string(),
+            };
+            text.push_str(&format!("  why: {why}\n"));
         }
         let choices = if q.offer_always {
             "[o]nce, [a]lways for this exact command, [d]eny"
