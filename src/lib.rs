@@ -1,9 +1,9 @@
 //! Abhed: an offline coding agent. A local model drives nine native tools; every call is an
 //! event persisted before and after it runs.
 //!
-//! Layers (see docs/ARCHITECTURE.md): `agent` dispatches tool calls and will host the loop,
-//! `tools` holds one file per tool, `model` the model-facing call types, `sandbox` the
-//! confinement of paths (and later the microVM), `store` the SQLite event log and session state.
+//! Layers (see docs/ARCHITECTURE.md): `agent` runs the loop and dispatches tool calls, `tools`
+//! holds one file per tool, `model` the adapters, `sandbox` the confinement of paths and bash's
+//! microVM, `approval` the per-command policy, `store` the SQLite event log and session state.
 //! Library code never prints; only the binary's `cli` module does.
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 

@@ -312,3 +312,36 @@ fn the_same_call_three_times_in_a_row_leaves_only_the_answer() {
     assert_eq!(s.events().unwrap().iter().filter(|e| e.kind == "action").count(), 3);
     assert_eq!(end(&events).0, StopReason::Done);
 }
+
+#[test]
+fn a_denied_bash_call_is_an_approval_event_and_an_observation_and_the_run_goes_on() {
+    let f = Fixture::new();
+    let s = f.store.create_session(&f.ws).unwrap();
+    let script = format!(
+        "{}\n{{\"answer\": \"could not clean\", \"status\": \"gave_up\"}}\n",
+        call("bash", json!({"command": format!("rm -rf {}", f.ws.display()), "description": "clean up"}))
+    );
+    let events = f.run(&s, &script, Op::Task("clean the workspace".into()), BUDGETS);
+    assert_eq!(end(&events).0, StopReason::GaveUp);
+    let approval = events
+        .iter()
+        .find_map(|e| match e {
+            Event::Approval { record, .. } => Some(record.clone()),
+            _ => None,
+        })
+        .expect("an approval event in the live stream");
+    assert_eq!((approval["decision"].as_str(), approval["by"].as_str()), (Some("denied"), Some("no_operator")));
+    let result = events.iter().find_map(|e| match e {
+        Event::ToolResult { error_code, output, .. } => Some((error_code.clone(), output.clone())),
+        _ => None,
+    });
+    let (code, output) = result.unwrap();
+    assert_eq!(code.as_deref(), Some("approval_denied"));
+    assert!(output.contains("deletes a directory tree"), "{output}");
+    assert!(f.ws.exists());
+    let kinds: Vec<String> = s.events().unwrap().iter().map(|e| e.kind.clone()).collect();
+    assert_eq!(
+        kinds,
+        ["run_start", "task", "model_turn", "action", "approval", "observation", "model_turn", "run_end"]
+    );
+}

@@ -137,6 +137,14 @@ pub enum Event {
         tool: String,
         arguments: Value,
     },
+    /// An approval decision on the call (bash, write, edit): the stored `approval` event's
+    /// payload, flattened (tool, subject, decision, by, answer, policy_decision, commands,
+    /// reasons).
+    Approval {
+        seq: i64,
+        #[serde(flatten)]
+        record: Value,
+    },
     /// Its result. `interrupted`: the result was lost to a crash and is reported as such.
     ToolResult {
         seq: i64,

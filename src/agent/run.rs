@@ -297,6 +297,12 @@ impl<'a, 'm> Agent<'a, 'm> {
                             );
                         }
                     };
+                    // The approval decisions the call met, recorded between its action and its
+                    // observation, go to the live stream too.
+                    let between = self.setup.tools.session.events_between(outcome.action_seq, outcome.observation_seq);
+                    for ev in between.iter().flatten().filter(|e| e.kind == EventKind::Approval.as_str()) {
+                        self.emit(Event::Approval { seq: ev.seq, record: ev.payload.clone() });
+                    }
                     let text = outcome.text();
                     self.emit(Event::ToolResult {
                         seq: outcome.observation_seq,

@@ -9,7 +9,7 @@ use serde_json::json;
 
 use super::{Decision, Policy, PolicyConfig, Reason, ReasonKind, Verdict};
 use crate::config::Config;
-use crate::store::EventKind;
+use crate::store::{EventKind, Session};
 use crate::tools::{ErrorCode, ToolContext, ToolError, ToolFailure};
 
 /// An operator's answer to an approval prompt.
@@ -75,6 +75,24 @@ impl Approvals {
         let (policy, warnings) = Policy::layered(load(&config.approval.user)?, load(&config.approval.workspace)?)
             .map_err(|e| anyhow::anyhow!("invalid approval policy: {e}"))?;
         Ok((Approvals::new(policy, approver), warnings))
+    }
+
+    /// Re-learn the "always" answers the operator gave earlier in `session` (they are in its
+    /// approval events), so they hold across `abhed tool --session` calls and a resumed run.
+    pub fn restore(&self, session: &Session<'_>) -> anyhow::Result<usize> {
+        let mut n = 0;
+        for ev in session.events()?.iter().filter(|e| e.kind == EventKind::Approval.as_str()) {
+            let p = &ev.payload;
+            if p["tool"] == "bash"
+                && p["answer"] == "always"
+                && p["decision"] == "allowed"
+                && let Some(cmd) = p["subject"].as_str()
+            {
+                self.remember(cmd);
+                n += 1;
+            }
+        }
+        Ok(n)
     }
 
     fn check_command(&self, command: &str) -> Verdict {

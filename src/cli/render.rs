@@ -97,6 +97,17 @@ impl Renderer {
             Event::ToolCall { tool, arguments, .. } => {
                 err(&format!("  -> {tool} {}", preview(&compact(arguments))));
             }
+            Event::Approval { record, .. } => {
+                // Only what stopped or needed someone; a policy allow is routine.
+                if record["decision"] != "allowed" || record["by"] != "policy" {
+                    let by = record["by"].as_str().unwrap_or_default().replace('_', " ");
+                    let decision = record["decision"].as_str().unwrap_or_default();
+                    err(&format!(
+                        "  !! approval {decision} ({by}): {}",
+                        preview(record["subject"].as_str().unwrap_or_default())
+                    ));
+                }
+            }
             Event::ToolResult { ok, output, error_code, interrupted, .. } => {
                 let head = if *interrupted {
                     "interrupted".to_string()

@@ -338,6 +338,7 @@ fn serve(
     for w in warnings {
         eprintln!("abhed: {w}");
     }
+    approvals.restore(&session).map_err(|e| Failure::internal(&e))?;
     let sandbox = SessionSandbox::new(&plan.config.sandbox, &workspace);
     if let Some(cwd) = plan.session.as_ref().and_then(|_| last_bash_cwd(&session)) {
         sandbox.set_cwd(cwd);

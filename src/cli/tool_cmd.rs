@@ -109,6 +109,7 @@ pub fn run(a: ToolArgs) -> Result<u8, Failure> {
     for w in warnings {
         eprintln!("abhed: {w}");
     }
+    approvals.restore(&session).map_err(|e| Failure::internal(&e))?;
     let sandbox = SessionSandbox::new(&config.sandbox, &workspace);
     let ctx = ToolContext {
         workspace: &workspace,

@@ -304,11 +304,15 @@ impl Session<'_> {
 
     /// Every event of the session, in order.
     pub fn events(&self) -> Result<Vec<StoredEvent>> {
-        let mut stmt = self
-            .store
-            .conn
-            .prepare("SELECT seq, kind, ts, payload, prev_hash, hash FROM events WHERE session_id = ?1 ORDER BY seq")?;
-        let rows = stmt.query_map([&self.id], |r| {
+        self.events_between(0, i64::MAX)
+    }
+
+    /// The events with `after < seq < before`, in order.
+    pub fn events_between(&self, after: i64, before: i64) -> Result<Vec<StoredEvent>> {
+        let mut stmt = self.store.conn.prepare(
+            "SELECT seq, kind, ts, payload, prev_hash, hash FROM events WHERE session_id = ?1 AND seq > ?2 AND seq < ?3 ORDER BY seq",
+        )?;
+        let rows = stmt.query_map(rusqlite::params![&self.id, after, before], |r| {
             Ok((r.get::<_, i64>(0)?, r.get(1)?, r.get(2)?, r.get::<_, String>(3)?, r.get(4)?, r.get(5)?))
         })?;
         let mut out = Vec::new();
