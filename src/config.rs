@@ -172,6 +172,9 @@ pub struct SandboxConfig {
     /// Share the host's /usr read-only, so the guest has the host's toolchains (git, cargo,
     /// python, ...). Without it the guest has only busybox and bash.
     pub share_host_usr: bool,
+    /// More host folders the guest sees read-only at the same path (a toolchain: `~/.cargo`,
+    /// `~/.rustup`, `/opt/go`); each one's `bin` goes on the guest's PATH.
+    pub host_readonly: Vec<PathBuf>,
     /// The qemu-system-x86_64 to run; default: beside abhed, else on PATH.
     pub qemu: Option<PathBuf>,
     /// The folder holding vmlinux, initramfs.img and manifest.json; default: searched for.
@@ -187,6 +190,7 @@ impl Default for SandboxConfig {
             memory_mib: 1024,
             cpus: 1,
             share_host_usr: true,
+            host_readonly: Vec::new(),
             qemu: None,
             image_dir: None,
             boot_timeout_s: 30,
@@ -253,6 +257,7 @@ impl Config {
                 ("sandbox", "qemu"),
                 ("sandbox", "image_dir"),
                 ("sandbox", "share_host_usr"),
+                ("sandbox", "host_readonly"),
             ];
             if let Some((table, key)) = guarded.iter().find(|(t, k)| ws.get(*t).and_then(|v| v.get(*k)).is_some()) {
                 bail!(

@@ -41,6 +41,10 @@ struct Vm {
 
 impl Vm {
     fn new() -> Vm {
+        Vm::with(|_| {})
+    }
+
+    fn with(adjust: impl FnOnce(&mut Config)) -> Vm {
         let tmp = tempfile::tempdir().unwrap();
         let ws = tmp.path().join("ws");
         std::fs::create_dir(&ws).unwrap();
@@ -50,6 +54,7 @@ impl Vm {
         // The probe belongs to `abhed doctor`; tests boot the way CI's host can.
         config.sandbox.accel = std::env::var("ABHED_TEST_ACCEL").unwrap_or_else(|_| "tcg".into());
         config.sandbox.boot_timeout_s = 120;
+        adjust(&mut config);
         let sandbox = SessionSandbox::new(&config.sandbox, &workspace);
         Vm { _tmp: tmp, ws, workspace, config, sandbox }
     }
@@ -316,4 +321,24 @@ fn a_crashed_vm_is_reported_and_the_next_call_boots_a_fresh_one() {
     // A fresh VM: the old one's /tmp is gone.
     let out = vm.bash("cat /tmp/state 2>&1; echo booted");
     assert!(out.text().contains("No such file") && out.text().contains("booted"), "{}", out.text());
+}
+
+#[test]
+fn host_toolchains_are_visible_read_only_with_their_bin_on_path() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let tool = tempfile::tempdir().unwrap();
+    let tool_dir = tool.path().canonicalize().unwrap();
+    std::fs::create_dir(tool_dir.join("bin")).unwrap();
+    let script = tool_dir.join("bin/hostlocal-tool");
+    std::fs::write(&script, "#!/bin/sh\necho from-a-host-toolchain\n").unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let vm = Vm::with(|c| c.sandbox.host_readonly = vec![tool_dir.clone()]);
+    let out =
+        vm.bash(&format!("hostlocal-tool; touch {}/new 2>&1 | grep -o 'Read-only file system'", tool_dir.display()));
+    assert_eq!(out.text(), "from-a-host-toolchain\nRead-only file system\nExit code: 0");
+    // Debian's alternatives (cc -> /etc/alternatives/cc -> gcc) resolve, as on the host.
+    if Path::new("/usr/bin/cc").exists() {
+        let out = vm.bash("cc --version >/dev/null && echo cc-works");
+        assert_eq!(out.text(), "cc-works\nExit code: 0");
+    }
 }

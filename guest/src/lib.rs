@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 pub const PORT_NAME: &str = "abhed.0";
 
 /// Bumped whenever a message changes shape; the host refuses a guest that speaks another.
-pub const PROTOCOL_VERSION: u32 = 1;
+pub const PROTOCOL_VERSION: u32 = 2;
 
 /// A frame larger than this is a protocol error, not a message (a stray write on the port).
 pub const MAX_FRAME: usize = 16 * 1024 * 1024;
@@ -36,8 +36,8 @@ pub struct Share {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
 pub enum Request {
-    /// Mount the shares; sent once, right after `Ready`.
-    Setup { shares: Vec<Share>, host_usr: bool },
+    /// Mount the shares, and set the PATH every command gets; sent once, right after `Ready`.
+    Setup { shares: Vec<Share>, path: String },
     /// Run `command` in a fresh shell in `cwd`, wait for it (at most `timeout_ms`), and report.
     Exec { id: u64, command: String, cwd: String, fallback_cwd: String, timeout_ms: u64 },
     /// Start `command` detached, its output going to a log file; report its handle at once.

@@ -43,7 +43,7 @@ pub fn run(boots: u32, calls: u32, json_out: bool) -> Result<u8, Failure> {
         memory_mib: sb.memory_mib,
         cpus: sb.cpus,
         shares: vec![ws.clone()],
-        host_usr: sb.share_host_usr,
+        readonly: abhed::sandbox::host_readonly(sb),
         accel: Accel::Tcg,
         deadline: Duration::from_secs(sb.boot_timeout_s),
     };

@@ -84,7 +84,7 @@ pub fn run(a: DoctorArgs) -> Result<u8, Failure> {
             memory_mib: sb.memory_mib,
             cpus: sb.cpus,
             shares: roots,
-            host_usr: sb.share_host_usr,
+            readonly: abhed::sandbox::host_readonly(sb),
             accel: Accel::Tcg,
             deadline: Duration::from_secs(sb.boot_timeout_s),
         };

@@ -150,7 +150,7 @@ impl SessionSandbox {
             memory_mib: self.cfg.memory_mib,
             cpus: self.cfg.cpus,
             shares: self.roots.clone(),
-            host_usr: self.cfg.share_host_usr,
+            readonly: host_readonly(&self.cfg),
             accel: Accel::Tcg,
             deadline: Duration::from_secs(self.cfg.boot_timeout_s),
         };
@@ -174,6 +174,20 @@ fn facts(vm: &MicroVm, booted: bool) -> VmFacts {
         booted,
         boot_ms: vm.boot_ms(),
     }
+}
+
+/// What of the host the guest sees read-only: /usr with /etc/alternatives (where Debian's
+/// `cc`, `java`, ... links point) when `share_host_usr` is on, and `sandbox.host_readonly`.
+pub fn host_readonly(cfg: &SandboxConfig) -> Vec<PathBuf> {
+    let mut v = Vec::new();
+    if cfg.share_host_usr {
+        v.push(PathBuf::from("/usr"));
+        if Path::new("/etc/alternatives").is_dir() {
+            v.push(PathBuf::from("/etc/alternatives"));
+        }
+    }
+    v.extend(cfg.host_readonly.iter().filter(|p| p.is_dir()).cloned());
+    v
 }
 
 /// The qemu binary: the configured one, else `qemu-system-x86_64` beside abhed (a bundle) or on

@@ -36,9 +36,10 @@ pub struct BootSpec {
     pub qemu: PathBuf,
     pub memory_mib: u32,
     pub cpus: u32,
-    /// Shared read-write at the same path in the guest.
+    /// Shared read-write at the same path in the guest (the workspace roots).
     pub shares: Vec<PathBuf>,
-    pub host_usr: bool,
+    /// Shared read-only at the same path (host toolchains: /usr, and what the operator adds).
+    pub readonly: Vec<PathBuf>,
     pub accel: Accel,
     /// Boot to a ready agent within this, or the boot failed.
     pub deadline: Duration,
@@ -132,14 +133,12 @@ impl MicroVm {
                 ));
             }
         }
-        let shares: Vec<Share> = spec
-            .shares
-            .iter()
-            .enumerate()
-            .map(|(i, p)| Share { tag: format!("ws{i}"), path: p.to_string_lossy().into_owned(), readonly: false })
-            .chain(spec.host_usr.then(|| Share { tag: "usr".into(), path: "/usr".into(), readonly: true }))
+        let share =
+            |tag: String, p: &Path, readonly: bool| Share { tag, path: p.to_string_lossy().into_owned(), readonly };
+        let shares: Vec<Share> = (spec.shares.iter().enumerate().map(|(i, p)| share(format!("ws{i}"), p, false)))
+            .chain(spec.readonly.iter().enumerate().map(|(i, p)| share(format!("ro{i}"), p, true)))
             .collect();
-        vm.send(&Request::Setup { shares, host_usr: spec.host_usr })?;
+        vm.send(&Request::Setup { shares, path: guest_path(&spec.readonly) })?;
         match vm.recv(Duration::from_secs(30))? {
             Response::SetupDone { shell, errors } if errors.is_empty() => vm.shell = shell,
             Response::SetupDone { errors, .. } => {
@@ -336,8 +335,20 @@ fn qemu_args(image: &Image, spec: &BootSpec, sock: &Path, console: &Path) -> Vec
     for (i, p) in spec.shares.iter().enumerate() {
         fsdev(format!("ws{i}"), p, false);
     }
-    if spec.host_usr {
-        fsdev("usr".into(), Path::new("/usr"), true);
+    for (i, p) in spec.readonly.iter().enumerate() {
+        fsdev(format!("ro{i}"), p, true);
     }
     a
+}
+
+/// The guest's PATH: the `bin` folders of the read-only shares (a toolchain such as
+/// `~/.cargo`), then the usual ones.
+fn guest_path(readonly: &[PathBuf]) -> String {
+    let mut dirs: Vec<String> = readonly
+        .iter()
+        .filter(|p| p.as_path() != Path::new("/usr") && p.join("bin").is_dir())
+        .map(|p| p.join("bin").to_string_lossy().into_owned())
+        .collect();
+    dirs.extend(["/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"].map(String::from));
+    dirs.join(":")
 }

@@ -24,8 +24,8 @@ use abhed_guest::{
 const JOBS_DIR: &str = "/tmp/abhed-jobs";
 /// Where the shell's exit trap leaves its working directory.
 const CWD_DIR: &str = "/run/abhed";
-/// The environment every command starts with: nothing of the agent's own.
-const PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+/// The PATH a command gets until the host sets one.
+const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
 fn main() {
     if let Err(e) = serve() {
@@ -44,26 +44,28 @@ fn serve() -> io::Result<()> {
     fs::create_dir_all(CWD_DIR)?;
     fs::create_dir_all(JOBS_DIR)?;
     let mut shell = "/bin/sh".to_string();
+    let mut path = DEFAULT_PATH.to_string();
     let mut jobs: Vec<Job> = Vec::new();
     while let Some(req) = read_frame::<_, Request>(&mut rx)? {
         // Reap finished background jobs and write their status, before a command can look.
         jobs.retain_mut(Job::poll);
         let resp = match req {
-            Request::Setup { shares, host_usr } => {
-                let errors = setup(&shares, host_usr);
+            Request::Setup { shares, path: p } => {
+                let errors = setup(&shares);
+                path = p;
                 if Path::new("/bin/bash").exists() {
                     shell = "/bin/bash".to_string();
                 }
                 Response::SetupDone { shell: shell.clone(), errors }
             }
             Request::Exec { id, command, cwd, fallback_cwd, timeout_ms } => {
-                match exec(&shell, id, &command, &cwd, &fallback_cwd, timeout_ms) {
+                match exec(&shell, &path, id, &command, &cwd, &fallback_cwd, timeout_ms) {
                     Ok(r) => Response::Exec(r),
                     Err(e) => Response::Failed { id, message: format!("could not start the shell: {e}") },
                 }
             }
             Request::Spawn { id, command, cwd, fallback_cwd } => {
-                match spawn(&shell, id, &command, &cwd, &fallback_cwd) {
+                match spawn(&shell, &path, id, &command, &cwd, &fallback_cwd) {
                     Ok((r, job)) => {
                         jobs.push(job);
                         Response::Spawned(r)
@@ -106,15 +108,12 @@ fn find_port() -> io::Result<String> {
 }
 
 /// Mount the host's shares. Errors are reported to the host, which decides what they mean.
-fn setup(shares: &[Share], host_usr: bool) -> Vec<String> {
+fn setup(shares: &[Share]) -> Vec<String> {
     let mut errors = Vec::new();
     for s in shares {
         if let Err(e) = fs::create_dir_all(&s.path).and_then(|_| mount_9p(s)) {
             errors.push(format!("mount {} at {}: {e}", s.tag, s.path));
         }
-    }
-    if host_usr && !Path::new("/usr/bin").is_dir() {
-        errors.push("the host's /usr was to be shared, but /usr/bin is not there".to_string());
     }
     errors
 }
@@ -173,11 +172,11 @@ fn pick_cwd(cwd: &str, fallback: &str) -> (String, bool) {
     if Path::new(cwd).is_dir() { (cwd.to_string(), false) } else { (fallback.to_string(), true) }
 }
 
-fn shell_command(shell: &str, script: &str) -> Command {
+fn shell_command(shell: &str, path: &str, script: &str) -> Command {
     let mut cmd = Command::new(shell);
     cmd.arg("-c").arg(script).env_clear();
     for (k, v) in [
-        ("PATH", PATH),
+        ("PATH", path),
         ("HOME", "/root"),
         ("USER", "root"),
         ("TERM", "dumb"),
@@ -196,7 +195,16 @@ fn shell_command(shell: &str, script: &str) -> Command {
     cmd
 }
 
-fn exec(shell: &str, id: u64, command: &str, cwd: &str, fallback: &str, timeout_ms: u64) -> io::Result<ExecResult> {
+#[allow(clippy::too_many_arguments)]
+fn exec(
+    shell: &str,
+    path: &str,
+    id: u64,
+    command: &str,
+    cwd: &str,
+    fallback: &str,
+    timeout_ms: u64,
+) -> io::Result<ExecResult> {
     let start = Instant::now();
     let (cwd, cwd_reset) = pick_cwd(cwd, fallback);
     let cwd_file = format!("{CWD_DIR}/cwd.{id}");
@@ -204,7 +212,7 @@ fn exec(shell: &str, id: u64, command: &str, cwd: &str, fallback: &str, timeout_
     let script =
         format!("trap 'pwd -P > {} 2>/dev/null' EXIT\ncd -- {} || exit 1\n{command}", quote(&cwd_file), quote(&cwd));
     let (reader, writer) = io::pipe()?;
-    let mut cmd = shell_command(shell, &script);
+    let mut cmd = shell_command(shell, path, &script);
     cmd.stdout(writer.try_clone()?).stderr(writer);
     let mut child = cmd.spawn()?;
     // Our copies of the write end are gone with `cmd`: EOF comes when the group's are.
@@ -265,13 +273,13 @@ fn exec(shell: &str, id: u64, command: &str, cwd: &str, fallback: &str, timeout_
     })
 }
 
-fn spawn(shell: &str, id: u64, command: &str, cwd: &str, fallback: &str) -> io::Result<(SpawnResult, Job)> {
+fn spawn(shell: &str, path: &str, id: u64, command: &str, cwd: &str, fallback: &str) -> io::Result<(SpawnResult, Job)> {
     let (cwd, cwd_reset) = pick_cwd(cwd, fallback);
     let log = format!("{JOBS_DIR}/{id}.log");
     let exit_file = format!("{JOBS_DIR}/{id}.exit");
     let script = format!("cd -- {} || exit 1\n{command}", quote(&cwd));
     let out = File::create(&log)?;
-    let mut cmd = shell_command(shell, &script);
+    let mut cmd = shell_command(shell, path, &script);
     cmd.stdout(out.try_clone()?).stderr(out);
     let child = cmd.spawn()?;
     let pid = child.id() as i32;
