@@ -76,22 +76,23 @@ impl MicroVm {
             .map_err(|e| VmError::Boot(format!("cannot create a private directory for the VM: {e}")))?;
         let sock = dir.path().join("agent.sock");
         let console = dir.path().join("console.log");
+        // To a file, not a pipe: nobody reads a pipe during the session, and a full one would
+        // block QEMU.
+        let qemu_log = dir.path().join("qemu.log");
+        let log = std::fs::File::create(&qemu_log)
+            .map_err(|e| VmError::Boot(format!("cannot create {}: {e}", qemu_log.display())))?;
         let mut cmd = Command::new(&spec.qemu);
-        cmd.args(qemu_args(image, spec, &sock, &console))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
+        cmd.args(qemu_args(image, spec, &sock, &console)).stdin(Stdio::null()).stdout(Stdio::null()).stderr(log);
         let mut child = cmd.spawn().map_err(|e| VmError::Boot(format!("cannot start {}: {e}", spec.qemu.display())))?;
         let deadline = start + spec.deadline;
         let fail = |child: &mut Child, why: String| {
             let _ = child.kill();
             let status = child.wait().ok();
             let mut msg = why;
-            if let Some(stderr) = child.stderr.take() {
-                let text = read_some(stderr);
-                if !text.trim().is_empty() {
-                    msg.push_str(&format!("; QEMU said: {}", text.trim()));
-                }
+            let text = std::fs::read_to_string(&qemu_log).unwrap_or_default();
+            let text: String = text.trim().chars().take(2000).collect();
+            if !text.is_empty() {
+                msg.push_str(&format!("; QEMU said: {text}"));
             }
             if let Some(s) = status.filter(|s| s.code().is_some()) {
                 msg.push_str(&format!(" (QEMU exit status {s})"));
@@ -262,12 +263,6 @@ impl Drop for MicroVm {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-fn read_some(mut r: impl io::Read) -> String {
-    let mut buf = vec![0u8; 4096];
-    let n = r.read(&mut buf).unwrap_or(0);
-    String::from_utf8_lossy(&buf[..n]).into_owned()
 }
 
 fn qemu_args(image: &Image, spec: &BootSpec, sock: &Path, console: &Path) -> Vec<String> {
