@@ -345,3 +345,28 @@ fn a_denied_bash_call_is_an_approval_event_and_an_observation_and_the_run_goes_o
         ["run_start", "task", "model_turn", "action", "approval", "observation", "model_turn", "run_end"]
     );
 }
+
+#[test]
+fn the_todo_list_is_kept_in_the_session_and_sent_live() {
+    let f = Fixture::new();
+    let s = f.store.create_session(&f.ws).unwrap();
+    let two = json!({"todos": [{"content": "a", "status": "in_progress"}, {"content": "b", "status": "in_progress"}]});
+    let good = json!({"todos": [{"content": "a", "status": "in_progress"}, {"content": "b", "status": "pending"}]});
+    let script = format!(
+        "{}\n{}\n{{\"answer\": \"listed\", \"status\": \"done\"}}\n",
+        call("todo", two),
+        call("todo", good.clone())
+    );
+    let events = f.run(&s, &script, Op::Task("make a list".into()), BUDGETS);
+    assert_eq!(end(&events).0, StopReason::Done);
+    // The refused list (two in progress) is an observation; only the good one is live and kept.
+    let live: Vec<&serde_json::Value> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Todo { todos, .. } => Some(todos),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(live, [&good["todos"]]);
+    assert_eq!(s.state("todos").unwrap(), Some(good["todos"].clone()));
+}

@@ -145,6 +145,11 @@ pub enum Event {
         #[serde(flatten)]
         record: Value,
     },
+    /// The todo list after a todo call changed or confirmed it: [{content, status}].
+    Todo {
+        seq: i64,
+        todos: Value,
+    },
     /// Its result. `interrupted`: the result was lost to a crash and is reported as such.
     ToolResult {
         seq: i64,

@@ -315,6 +315,12 @@ impl<'a, 'm> Agent<'a, 'm> {
                         duration_ms: outcome.duration_ms,
                         interrupted: false,
                     });
+                    // The checklist, live: the operator follows progress without the transcript.
+                    if let Ok(out) = &outcome.result
+                        && let Some(todos) = out.meta.as_ref().and_then(|m| m.get("todos"))
+                    {
+                        self.emit(Event::Todo { seq: outcome.observation_seq, todos: todos.clone() });
+                    }
                     let mut message = history::result_message(&outcome.tool, &text, repeated);
                     if answer_only {
                         message.push_str(&history::answer_now(self.current_task.as_deref()));

@@ -108,6 +108,13 @@ impl Renderer {
                     ));
                 }
             }
+            Event::Todo { todos, .. } => {
+                if let Ok(items) = serde_json::from_value::<Vec<abhed::tools::todo::Item>>(todos.clone()) {
+                    for line in abhed::tools::todo::render(&items).lines() {
+                        err(&format!("     {line}"));
+                    }
+                }
+            }
             Event::ToolResult { ok, output, error_code, interrupted, .. } => {
                 let head = if *interrupted {
                     "interrupted".to_string()

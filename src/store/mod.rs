@@ -6,6 +6,7 @@
 //! the first event's `prev_hash` is 64 zeros.
 
 mod reads;
+mod state;
 
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -19,7 +20,7 @@ use sha2::{Digest, Sha256};
 pub use reads::ReadRecord;
 
 /// The schema version this build writes (`PRAGMA user_version`).
-const SCHEMA_VERSION: i64 = 2;
+const SCHEMA_VERSION: i64 = 3;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS sessions (
@@ -48,6 +49,13 @@ CREATE TABLE IF NOT EXISTS reads (
     lines_seen  TEXT NOT NULL,
     read_at     TEXT NOT NULL,
     PRIMARY KEY (session_id, path)
+);
+CREATE TABLE IF NOT EXISTS session_state (
+    session_id  TEXT NOT NULL REFERENCES sessions(id),
+    key         TEXT NOT NULL,
+    value       TEXT NOT NULL,
+    updated_at  TEXT NOT NULL,
+    PRIMARY KEY (session_id, key)
 );
 CREATE TABLE IF NOT EXISTS file_hashes (
     path        TEXT NOT NULL,

@@ -11,8 +11,10 @@ pub mod edit;
 pub(crate) mod fsutil;
 pub mod glob;
 pub mod grep;
+pub mod plan;
 pub mod read;
 mod suggest;
+pub mod todo;
 mod walk;
 pub mod write;
 
@@ -246,6 +248,8 @@ impl Registry {
                 Box::new(glob::Glob),
                 Box::new(grep::Grep),
                 Box::new(bash::Bash),
+                Box::new(plan::Plan),
+                Box::new(todo::Todo),
             ],
         }
     }
