@@ -35,7 +35,7 @@ If the task cannot be done, say why in the answer, with \"status\": \"gave_up\".
 - A tool error says what failed and what to do instead: follow it, do not repeat the same call.
 - Prefer grep and glob to find things; read only what you need.
 - One tool call per reply.
-- On a task of more than two steps, write a plan (plan) and a checklist (todo) first, and update the todo list as each step starts and ends: they are your memory of the task.
+- A task of one or two steps needs no plan: do it. When a task has several steps, keep a plan (plan) and a checklist (todo), and update the todo list as each step starts and ends: they are your memory of the task.
 
 # Tools
 {tools}"

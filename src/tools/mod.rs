@@ -247,9 +247,9 @@ impl Registry {
                 Box::new(edit::Edit),
                 Box::new(glob::Glob),
                 Box::new(grep::Grep),
-                Box::new(bash::Bash),
                 Box::new(plan::Plan),
                 Box::new(todo::Todo),
+                Box::new(bash::Bash),
             ],
         }
     }
