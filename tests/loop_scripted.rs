@@ -370,3 +370,56 @@ fn the_todo_list_is_kept_in_the_session_and_sent_live() {
     assert_eq!(live, [&good["todos"]]);
     assert_eq!(s.state("todos").unwrap(), Some(good["todos"].clone()));
 }
+
+#[test]
+fn compaction_keeps_the_plan_and_the_todo_list_verbatim_and_the_run_goes_on() {
+    let f = Fixture::new();
+    let s = f.store.create_session(&f.ws).unwrap();
+    // A window just big enough for the system prompt and one reply: compaction is due before
+    // every turn, and happens as soon as there are turns old enough to drop.
+    let system = abhed::agent::prompt::system_prompt(&Registry::native(), &f.ws);
+    let n_ctx = system.len().div_ceil(4) + 300;
+    let plan = call("plan", json!({"goal": "Know the first line of notes.txt", "steps": ["Read notes.txt", "Answer"]}));
+    let todo = call(
+        "todo",
+        json!({"todos": [{"content": "Read the notes", "status": "in_progress"}, {"content": "Answer", "status": "pending"}]}),
+    );
+    let read = call("read", json!({"path": f.p("notes.txt")}));
+    let glob = call("glob", json!({"pattern": "*.txt", "path": f.p("")}));
+    let script = [
+        format!("#n-ctx {n_ctx}"),
+        plan,
+        todo,
+        read,
+        // Compaction 1 drops the plan call: the summariser's reply, then the plan must be back.
+        r#"{"answer": "SUMMARY-ONE: made a plan", "status": "done"}"#.to_string(),
+        "#expect-prompt SUMMARY-ONE".into(),
+        "#expect-prompt Goal: Know the first line of notes.txt".into(),
+        glob,
+        // Compaction 2 drops the todo call: the list must be back, with the plan.
+        r#"{"answer": "SUMMARY-TWO: listed todos; earlier SUMMARY-ONE", "status": "done"}"#.to_string(),
+        "#expect-prompt SUMMARY-TWO".into(),
+        "#expect-prompt [>] 1. Read the notes\\n[ ] 2. Answer".into(),
+        "#expect-prompt 1. Read notes.txt\\n2. Answer".into(),
+        r#"{"answer": "alpha", "status": "done"}"#.to_string(),
+    ]
+    .join("\n");
+    let events = f.run(&s, &script, Op::Task("first line of notes.txt?".into()), BUDGETS);
+    assert_eq!(end(&events), (StopReason::Done, "the model gave its final answer".into(), Some("alpha".into())));
+    let compactions: Vec<&serde_json::Value> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Compaction { record, .. } => Some(record),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(compactions.len(), 2, "{compactions:?}");
+    assert_eq!(compactions[0]["summary_by"], "model");
+    assert_eq!(compactions[1]["plan_version"], 1);
+    assert_eq!(compactions[1]["todos"], 2);
+    assert!(compactions[1]["tokens_after"].as_u64() < compactions[1]["tokens_before"].as_u64());
+    // The log keeps everything: every call is still there, and the compactions are events.
+    let kinds: Vec<String> = s.events().unwrap().iter().map(|e| e.kind.clone()).collect();
+    assert_eq!(kinds.iter().filter(|k| *k == "action").count(), 4);
+    assert_eq!(kinds.iter().filter(|k| *k == "compaction").count(), 2);
+}

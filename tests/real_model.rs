@@ -192,3 +192,51 @@ fn the_turn_grammar_admits_valid_turns_only() {
         assert!(!session.grammar_accepts(reply).unwrap(), "admitted: {reply}");
     }
 }
+
+#[test]
+fn a_long_session_is_compacted_and_goes_on() {
+    let _one = serial();
+    let env = setup();
+    // The prompt's size on this model, from a one-turn run's preflight.
+    let (_, probe) = run(&env, "Say hello.", &["--max-turns", "1", "--max-reply-tokens", "6"]);
+    let p = of_type(&probe, "run_start")[0]["preflight"]["prompt_tokens"].as_u64().unwrap();
+    // A window 1200 tokens over the prompt: the session outgrows 80% of it within a few turns.
+    // Replies of 6 tokens are always cut off, so the session lasts its turns whatever the model
+    // would say, and every turn adds the cut reply and the feedback on it.
+    let ctx = (p + 1200).to_string();
+    let config = env.home.join("small.toml");
+    std::fs::create_dir_all(&env.home).unwrap();
+    std::fs::write(&config, "[run]\nworking_budget = 0\nrepeat_limit = 0\n").unwrap();
+    let m = model();
+    let out = env
+        .command(&[
+            "run",
+            "Say hello.",
+            "--json",
+            "--model",
+            &m,
+            "--ctx",
+            &ctx,
+            "--max-turns",
+            "12",
+            "--max-reply-tokens",
+            "6",
+        ])
+        .env("ABHED_CONFIG", &config)
+        .output()
+        .unwrap();
+    let events = json_lines(&out.stdout);
+    let at = events
+        .iter()
+        .position(|e| e["type"] == "compaction")
+        .unwrap_or_else(|| panic!("no compaction: {}", stderr(&out)));
+    let c = &events[at];
+    assert!(c["removed_messages"].as_u64().unwrap() >= 2, "{c}");
+    assert!(c["tokens_after"].as_u64() < c["tokens_before"].as_u64(), "{c}");
+    assert!(["model", "mechanical"].contains(&c["summary_by"].as_str().unwrap()), "{c}");
+    // The session goes on after it, to its turn budget, never running out of context.
+    assert!(events[at..].iter().any(|e| e["type"] == "model_turn"), "no turn after the compaction");
+    let end = of_type(&events, "run_end")[0];
+    assert_eq!(end["reason"], "max_turns", "{end}");
+    assert_eq!(out.status.code(), Some(4));
+}

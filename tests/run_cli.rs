@@ -264,3 +264,38 @@ fn a_repository_cannot_send_its_files_to_an_endpoint() {
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("`model.endpoint` is only honoured in the user config"), "{}", stderr(&out));
 }
+
+#[test]
+fn plan_mode_blocks_changes_until_the_operator_accepts_the_plan() {
+    let env = setup();
+    let target = env.path("out.txt");
+    let write = call("write", json!({"path": target, "content": "done\n"}));
+    let plan = call("plan", json!({"goal": "out.txt says done", "steps": ["Write out.txt"]}));
+    let s = script(&env, &[write.clone(), plan, r#"{"answer": "plan: write out.txt", "status": "done"}"#.into()]);
+    let out = env.cmd(&["run", "--plan", "write done to out.txt", "--script", &s, "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let events = json_lines(&out.stdout);
+    let results: Vec<&Value> = events.iter().filter(|e| e["type"] == "tool_result").collect();
+    assert_eq!(results[0]["error_code"], "plan_mode");
+    assert!(results[0]["output"].as_str().unwrap().contains("nothing may change until the operator accepts a plan"));
+    let saved = results[1]["output"].as_str().unwrap();
+    assert!(saved.starts_with("Plan saved (version 1)."), "{saved}");
+    assert!(saved.contains("nobody can accept it in this run"), "{saved}");
+    assert!(!env.ws.join("out.txt").exists());
+    let id = events[0]["session"].as_str().unwrap().to_string();
+
+    // The operator read the plan and accepts it: the model may now carry it out.
+    let s = script(&env, &[write, DONE.into()]);
+    let out = env.cmd(&["sessions", "resume", &id, "--accept-plan", "--script", &s, "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(std::fs::read_to_string(env.ws.join("out.txt")).unwrap(), "done\n");
+    let log = json_lines(&env.cmd(&["sessions", "export", &id]).stdout);
+    let accepted = log
+        .iter()
+        .find(|e| e["kind"] == "approval" && e["payload"]["tool"] == "plan" && e["payload"]["decision"] == "allowed");
+    assert_eq!(accepted.unwrap()["payload"]["via"], "--accept-plan");
+    // Nothing is waiting any more.
+    let again = env.cmd(&["sessions", "resume", &id, "--accept-plan", "--script", &s]);
+    assert_eq!(again.status.code(), Some(2));
+    assert!(stderr(&again).contains("is not in plan mode"), "{}", stderr(&again));
+}

@@ -129,5 +129,14 @@ fn run(
     let schema = tool.input_schema();
     let value = parsed.map_err(|e| args::not_json(tool.name(), &schema, &e))?;
     args::validate(tool.name(), &schema, &value)?;
+    if tool.mutates() && crate::tools::plan::plan_mode(ctx.session).map_err(ToolFailure::Internal)? {
+        return Err(ToolError::new(
+            ErrorCode::PlanMode,
+            format!(
+                "plan mode is on: nothing may change until the operator accepts a plan, so {name} was not run. Explore with read, glob and grep, then call plan with your plan."
+            ),
+        )
+        .into());
+    }
     tool.run(ctx, value)
 }

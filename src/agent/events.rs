@@ -145,6 +145,13 @@ pub enum Event {
         #[serde(flatten)]
         record: Value,
     },
+    /// Older turns were summarised to make room: removed_messages, kept_messages,
+    /// tokens_before, tokens_after, summary, summary_by (model | mechanical), plan_version, todos.
+    Compaction {
+        seq: i64,
+        #[serde(flatten)]
+        record: Value,
+    },
     /// The todo list after a todo call changed or confirmed it: [{content, status}].
     Todo {
         seq: i64,

@@ -13,6 +13,7 @@ use anyhow::Result;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
+use super::compact;
 use super::dispatch;
 use super::events::{Budgets, Event, Preflight, StopReason, TurnKind};
 use super::history;
@@ -181,6 +182,25 @@ impl<'a, 'm> Agent<'a, 'm> {
             if deadline.is_some_and(|d| Instant::now() >= d) {
                 return self.finish(StopReason::WallTime, wall_msg(budgets), None, &counters, start);
             }
+            // Make room before the window fills: older turns give way to a summary.
+            match compact::needed(&*self.model, &self.messages, budgets.max_reply_tokens) {
+                Ok(Some(_)) => {
+                    if let Err(stop) = self.compact(&mut counters, deadline) {
+                        let (reason, msg) = stop;
+                        return self.finish(reason, msg, None, &counters, start);
+                    }
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    return self.finish(
+                        StopReason::InternalError,
+                        format!("cannot count tokens: {e}"),
+                        None,
+                        &counters,
+                        start,
+                    );
+                }
+            }
             let req = TurnRequest {
                 messages: &self.messages,
                 max_tokens: budgets.max_reply_tokens,
@@ -203,8 +223,17 @@ impl<'a, 'm> Agent<'a, 'm> {
                     return self.finish(StopReason::WallTime, wall_msg(budgets), None, &counters, start);
                 }
                 Err(e @ ModelError::ContextFull { .. }) => {
+                    // The count before the turn can miss (an adapter that cannot count): compact
+                    // now, and try the turn again if anything was dropped.
+                    let before = self.messages.len();
+                    if let Err((reason, msg)) = self.compact(&mut counters, deadline) {
+                        return self.finish(reason, msg, None, &counters, start);
+                    }
+                    if self.messages.len() < before {
+                        continue;
+                    }
                     let msg = format!(
-                        "{e} after {} turns. Compaction is not in this build yet: raise the context (--ctx, model.n_ctx) and resume the session",
+                        "{e} after {} turns, and there are no older turns left to compact. Raise the context (--ctx, model.n_ctx) and resume the session",
                         counters.turns
                     );
                     return self.finish(StopReason::ContextFull, msg, None, &counters, start);
@@ -328,6 +357,38 @@ impl<'a, 'm> Agent<'a, 'm> {
                     self.messages.push(Message::new(Role::User, message));
                 }
             }
+        }
+    }
+
+    /// Compact the conversation (see [`compact`]); an `Err` is how the run must stop.
+    fn compact(&mut self, counters: &mut Counters, deadline: Option<Instant>) -> Result<(), (StopReason, String)> {
+        let result = compact::compact(
+            &mut *self.model,
+            &self.schema,
+            self.setup.tools.session,
+            &self.messages,
+            &self.setup.cancel,
+            deadline,
+        );
+        match result {
+            Ok(None) => Ok(()),
+            Ok(Some(c)) => {
+                counters.tokens += u64::from(c.usage.evaluated_tokens) + u64::from(c.usage.generated_tokens);
+                let seq = self
+                    .record(EventKind::Compaction, c.record.clone())
+                    .map_err(|e| (StopReason::InternalError, format!("cannot record the compaction: {e:#}")))?;
+                self.messages = c.messages;
+                self.emit(Event::Compaction { seq, record: c.record });
+                Ok(())
+            }
+            Err(ModelError::Cancelled) if self.setup.cancel.is_cancelled() => {
+                Err((StopReason::Interrupted, "interrupted (Ctrl-C) while compacting".into()))
+            }
+            Err(ModelError::Cancelled) => {
+                Err((StopReason::WallTime, "the wall-time budget ran out while compacting".into()))
+            }
+            Err(ModelError::Endpoint(msg)) => Err((StopReason::ModelError, msg)),
+            Err(e) => Err((StopReason::InternalError, format!("compaction failed: {e}"))),
         }
     }
 

@@ -202,6 +202,30 @@ fn decide(
     }
 }
 
+/// In plan mode, put the saved plan to the operator. `Some(true)`: accepted (plan mode ends),
+/// `Some(false)`: declined, `None`: nobody can answer in this run. The answer is an event.
+pub fn plan_acceptance(ctx: &ToolContext<'_>, rendered: &str, version: u32) -> Result<Option<bool>, ToolFailure> {
+    let subject = format!("plan version {version}");
+    let q = Question {
+        tool: "plan",
+        description: "accept this plan? (plan mode)",
+        subject: rendered,
+        reasons: &[],
+        offer_always: false,
+    };
+    let answer = ctx.approvals.approver.ask(&q);
+    let (decision, by) = match answer {
+        Some(Answer::Once | Answer::Always) => ("allowed", "operator"),
+        Some(Answer::Deny) => ("denied", "operator"),
+        None => ("pending", "no_operator"),
+    };
+    let payload = json!({ "tool": "plan", "subject": subject, "decision": decision, "by": by, "answer": answer });
+    ctx.session
+        .append(EventKind::Approval, &payload)
+        .map_err(|e| ToolFailure::Internal(e.context("cannot record the plan's approval")))?;
+    Ok(answer.map(|a| a != Answer::Deny))
+}
+
 /// The model-facing refusal: what was refused, and the reasons that decided it (each says what
 /// to do instead).
 fn denied(tool: &str, subject: &str, verdict: &Verdict, why: &str) -> ToolError {

@@ -32,8 +32,10 @@ impl Approver for TtyApprover {
         let mut tty = self.tty.lock().ok()?;
         let (reader, writer) = &mut *tty;
         let mut text = format!("\n── approval needed ── {}: {}\n", q.tool, q.description);
+        // A command is shown as typed; a plan (plan mode) as the document it is.
+        let prefix = if q.tool == "bash" { "$" } else { "|" };
         for line in q.subject.lines() {
-            text.push_str(&format!("  $ {line}\n"));
+            text.push_str(&format!("  {prefix} {line}\n"));
         }
         // Only the reasons that raised the question, in the operator's terms (the messages are
         // written for the model, which is told what it may do instead).

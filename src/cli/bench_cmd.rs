@@ -41,6 +41,12 @@ pub struct BenchArgs {
     /// round trip of `true` and `echo hi`, against host `bash -c true`.
     #[arg(long)]
     sandbox: bool,
+    /// Measure the time to compact a conversation that fills the window (--ctx, default 8192).
+    #[arg(long)]
+    compaction: bool,
+    /// With --compaction: the context window.
+    #[arg(long, value_name = "N", default_value_t = 8192)]
+    ctx: u32,
     /// With --sandbox: boots to time.
     #[arg(long, default_value_t = 5)]
     boots: u32,
@@ -60,6 +66,9 @@ fn rate(samples: &[(u32, Duration)]) -> (f64, f64) {
 pub fn run(a: BenchArgs) -> Result<u8, Failure> {
     if a.sandbox {
         return super::bench_sandbox::run(a.boots.max(1), a.calls.max(1), a.json);
+    }
+    if a.compaction {
+        return super::bench_compact::run(a.model.as_deref(), a.threads, a.ctx, a.json);
     }
     let setup = |e: anyhow::Error| Failure::usage(format!("{e:#}"));
     let path = locate::model_path(a.model.as_deref()).map_err(setup)?;

@@ -2,6 +2,7 @@
 
 mod approve;
 mod bench_cmd;
+mod bench_compact;
 mod bench_sandbox;
 mod doctor_cmd;
 mod render;

@@ -108,6 +108,15 @@ impl Renderer {
                     ));
                 }
             }
+            Event::Compaction { record, .. } => {
+                err(&format!(
+                    "  ~~ compacted: {} older messages summarised ({} -> {} tokens; summary by the {})",
+                    record["removed_messages"],
+                    record["tokens_before"],
+                    record["tokens_after"],
+                    record["summary_by"].as_str().unwrap_or_default()
+                ));
+            }
             Event::Todo { todos, .. } => {
                 if let Ok(items) = serde_json::from_value::<Vec<abhed::tools::todo::Item>>(todos.clone()) {
                     for line in abhed::tools::todo::render(&items).lines() {

@@ -78,10 +78,22 @@ pub struct RunArgs {
     /// Print every event as a JSON line on stdout (schema: docs/EVENTS.md).
     #[arg(long)]
     pub json: bool,
+    /// Plan mode: the model explores and writes a plan; nothing may change until the operator
+    /// accepts it (on a terminal when it is written, else with `sessions resume ID --accept-plan`).
+    #[arg(long)]
+    pub plan: bool,
     #[command(flatten)]
     pub model: ModelArgs,
     #[command(flatten)]
     pub budgets: BudgetArgs,
+}
+
+/// What a run does to plan mode before it starts.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum PlanMode {
+    Keep,
+    Start,
+    Accept,
 }
 
 /// The model a run uses, resolved from flags and config.
@@ -101,6 +113,7 @@ struct Plan {
     spec: ModelSpec,
     budgets: Budgets,
     op: Op,
+    plan_mode: PlanMode,
 }
 
 pub fn run(a: RunArgs) -> Result<u8, Failure> {
@@ -111,7 +124,18 @@ pub fn run(a: RunArgs) -> Result<u8, Failure> {
 fn run_inner(a: RunArgs) -> Result<u8, Failure> {
     let ws = super::workspace_dir(a.workspace, None)?;
     let config = Config::load(&ws).map_err(|e| Failure::usage(format!("{e:#}")))?;
-    let plan = plan(ws, None, config, &a.model, &a.budgets, Op::Task(a.task))?;
+    let task = if a.plan {
+        format!(
+            "{}\n\n(Plan mode: explore with read, glob and grep, then write your plan with the plan tool. Nothing may change until the operator accepts the plan.)",
+            a.task
+        )
+    } else {
+        a.task
+    };
+    let mut plan = plan(ws, None, config, &a.model, &a.budgets, Op::Task(task))?;
+    if a.plan {
+        plan.plan_mode = PlanMode::Start;
+    }
     execute(plan, a.json)
 }
 
@@ -135,6 +159,9 @@ pub struct ResumeArgs {
     /// Print every event as a JSON line on stdout.
     #[arg(long)]
     json: bool,
+    /// Accept the plan the session wrote in plan mode, and have the model carry it out.
+    #[arg(long)]
+    accept_plan: bool,
     #[command(flatten)]
     model: ModelArgs,
     #[command(flatten)]
@@ -148,7 +175,7 @@ pub fn resume(r: ResumeArgs) -> Result<u8, Failure> {
 }
 
 fn resume_inner(r: ResumeArgs) -> Result<u8, Failure> {
-    let ResumeArgs { id: session, task, json, model, budgets } = r;
+    let ResumeArgs { id: session, task, json, accept_plan, model, budgets } = r;
     let store_path = Store::default_path().map_err(|e| Failure::internal(&e))?;
     let store = Store::open(&store_path).map_err(|e| Failure::internal(&e))?;
     let s = store.open_session(&session).map_err(|e| Failure::internal(&e))?.ok_or_else(|| {
@@ -156,6 +183,25 @@ fn resume_inner(r: ResumeArgs) -> Result<u8, Failure> {
     })?;
     let events = s.events().map_err(|e| Failure::internal(&e))?;
     let last = abhed::agent::history::rebuild(&events).last_stop;
+    let task = if accept_plan {
+        let in_plan_mode = abhed::tools::plan::plan_mode(&s).map_err(|e| Failure::internal(&e))?;
+        let current = abhed::tools::plan::current(&s).map_err(|e| Failure::internal(&e))?;
+        match (in_plan_mode, current) {
+            (true, Some(p)) => Some(task.unwrap_or_else(|| {
+                format!("The operator accepted your plan (version {}). Carry it out now, and keep the todo list up to date.", p.version)
+            })),
+            (true, None) => {
+                return Err(Failure::usage(format!(
+                    "session `{session}` is in plan mode but has no plan yet; resume it without --accept-plan so the model can write one"
+                )));
+            }
+            (false, _) => {
+                return Err(Failure::usage(format!("session `{session}` is not in plan mode; there is no plan waiting to be accepted")));
+            }
+        }
+    } else {
+        task
+    };
     if task.is_none() && last.is_some_and(|r| !r.resumable()) {
         return Err(Failure::usage(format!(
             "session `{session}` already finished ({}); give a follow-up task: abhed sessions resume {session} \"TASK\"",
@@ -167,7 +213,10 @@ fn resume_inner(r: ResumeArgs) -> Result<u8, Failure> {
     drop(store);
     let config = Config::load(&ws).map_err(|e| Failure::usage(format!("{e:#}")))?;
     let op = task.map(Op::Task).unwrap_or(Op::Continue);
-    let plan = plan(ws, Some(session), config, &model, &budgets, op)?;
+    let mut plan = plan(ws, Some(session), config, &model, &budgets, op)?;
+    if accept_plan {
+        plan.plan_mode = PlanMode::Accept;
+    }
     execute(plan, json)
 }
 
@@ -228,7 +277,7 @@ fn plan(
     if budgets.max_turns == 0 || budgets.max_reply_tokens == 0 {
         return Err(Failure::usage("--max-turns and --max-reply-tokens must be at least 1"));
     }
-    Ok(Plan { store_path, workspace, session, config, spec, budgets, op })
+    Ok(Plan { store_path, workspace, session, config, spec, budgets, op, plan_mode: PlanMode::Keep })
 }
 
 /// Run the plan on the loop thread and render its events here.
@@ -339,6 +388,20 @@ fn serve(
         eprintln!("abhed: {w}");
     }
     approvals.restore(&session).map_err(|e| Failure::internal(&e))?;
+    match plan.plan_mode {
+        PlanMode::Keep => {}
+        PlanMode::Start => abhed::tools::plan::set_plan_mode(&session, true).map_err(|e| Failure::internal(&e))?,
+        PlanMode::Accept => {
+            // The operator's acceptance, on record like any approval.
+            let version = abhed::tools::plan::current(&session).ok().flatten().map_or(0, |p| p.version);
+            let payload = serde_json::json!({
+                "tool": "plan", "subject": format!("plan version {version}"), "decision": "allowed",
+                "by": "operator", "answer": "once", "via": "--accept-plan",
+            });
+            session.append(abhed::store::EventKind::Approval, &payload).map_err(|e| Failure::internal(&e))?;
+            abhed::tools::plan::set_plan_mode(&session, false).map_err(|e| Failure::internal(&e))?;
+        }
+    }
     let sandbox = SessionSandbox::new(&plan.config.sandbox, &workspace);
     if let Some(cwd) = plan.session.as_ref().and_then(|_| last_bash_cwd(&session)) {
         sandbox.set_cwd(cwd);

@@ -20,7 +20,7 @@ use super::{Message, Model, ModelError, ModelInfo, Reply, TurnRequest, Usage};
 
 #[derive(Debug, Clone)]
 enum Step {
-    Reply { text: String, sleep_ms: u64 },
+    Reply { text: String, sleep_ms: u64, expect: Vec<String> },
     Fault(String),
     ContextFull,
 }
@@ -42,6 +42,7 @@ impl Scripted {
         let mut steps = Vec::new();
         let mut sleep_ms = 0;
         let mut n_ctx = None;
+        let mut expect = Vec::new();
         for (n, line) in text.lines().enumerate() {
             let line = line.trim();
             if line.is_empty() || line.starts_with("//") {
@@ -58,12 +59,16 @@ impl Scripted {
                 n_ctx = Some(
                     v.trim().parse().with_context(|| format!("{}:{}: #n-ctx takes a number", path.display(), n + 1))?,
                 );
+            } else if let Some(text) = line.strip_prefix("#expect-prompt ") {
+                // The prompt of the next reply must contain this text (tests of what the model
+                // is shown, e.g. after compaction).
+                expect.push(text.replace("\\n", "\n"));
             } else if line == "#context-full" {
                 steps.push(Step::ContextFull);
             } else if line.starts_with('#') {
                 return Err(anyhow!("{}:{}: unknown directive {line}", path.display(), n + 1));
             } else {
-                steps.push(Step::Reply { text: line.to_string(), sleep_ms });
+                steps.push(Step::Reply { text: line.to_string(), sleep_ms, expect: std::mem::take(&mut expect) });
                 sleep_ms = 0;
             }
         }
@@ -101,7 +106,15 @@ impl Model for Scripted {
         match step {
             Step::Fault(msg) => Err(ModelError::Fault(anyhow!("scripted fault: {msg}"))),
             Step::ContextFull => Err(ModelError::ContextFull { needed: 2, prompt: 1, reply: 1, n_ctx: 1 }),
-            Step::Reply { text, sleep_ms } => {
+            Step::Reply { text, sleep_ms, expect } => {
+                let prompt_text: String =
+                    req.messages.iter().map(|m| m.content.as_str()).collect::<Vec<_>>().join("\n");
+                if let Some(missing) = expect.iter().find(|e| !prompt_text.contains(e.as_str())) {
+                    return Err(ModelError::Fault(anyhow!(
+                        "scripted turn {}: the prompt does not contain {missing:?}",
+                        self.next
+                    )));
+                }
                 let start = Instant::now();
                 while start.elapsed() < Duration::from_millis(sleep_ms) {
                     if req.should_stop() {

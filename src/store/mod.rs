@@ -86,6 +86,8 @@ pub enum EventKind {
     RunEnd,
     /// An approval decision on a tool call: by the policy or the operator, allowed or denied.
     Approval,
+    /// Older turns were replaced, in the prompt, by a summary (the log keeps them).
+    Compaction,
 }
 
 impl EventKind {
@@ -98,6 +100,7 @@ impl EventKind {
             EventKind::Observation => "observation",
             EventKind::RunEnd => "run_end",
             EventKind::Approval => "approval",
+            EventKind::Compaction => "compaction",
         }
     }
 }

@@ -108,6 +108,8 @@ pub enum ErrorCode {
     InteractiveCommand,
     /// The approval policy or the operator refused the call.
     ApprovalDenied,
+    /// A mutating call while the session is in plan mode.
+    PlanMode,
 }
 
 impl ErrorCode {
@@ -143,6 +145,7 @@ impl ErrorCode {
             ErrorCode::SandboxCrashed => "sandbox_crashed",
             ErrorCode::InteractiveCommand => "interactive_command",
             ErrorCode::ApprovalDenied => "approval_denied",
+            ErrorCode::PlanMode => "plan_mode",
         }
     }
 }

@@ -6,9 +6,27 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::{ErrorCode, Tool, ToolContext, ToolError, ToolFailure, ToolOutput, ToolResult, parse_args};
+use crate::store::Session;
 
 /// The session-state key the plan is kept under.
 pub const STATE_KEY: &str = "plan";
+/// The session-state key of plan mode: `{"on": bool}`.
+pub const MODE_KEY: &str = "plan_mode";
+
+/// Whether the session is in plan mode: the model plans, and nothing may change until the
+/// operator accepts a plan.
+pub fn plan_mode(session: &Session<'_>) -> anyhow::Result<bool> {
+    Ok(session.state(MODE_KEY)?.is_some_and(|v| v["on"] == true))
+}
+
+pub fn set_plan_mode(session: &Session<'_>, on: bool) -> anyhow::Result<()> {
+    session.set_state(MODE_KEY, &json!({ "on": on }))
+}
+
+/// The current plan of the session, if any.
+pub fn current(session: &Session<'_>) -> anyhow::Result<Option<PlanDoc>> {
+    Ok(session.state(STATE_KEY)?.and_then(|v| serde_json::from_value(v).ok()))
+}
 pub const MAX_STEPS: usize = 30;
 pub const MAX_CHARS: usize = 4_000;
 
@@ -98,6 +116,21 @@ impl Tool for Plan {
             ctx.session.set_state(STATE_KEY, &value).map_err(ToolFailure::Internal)?;
             format!("Plan saved (version {}).\n{}", doc.version, render(&doc))
         };
+        let mut text = text;
+        if plan_mode(ctx.session).map_err(ToolFailure::Internal)? {
+            text.push_str("\n\n");
+            text.push_str(&match crate::approval::gate::plan_acceptance(ctx, &render(&doc), doc.version)? {
+                Some(true) => {
+                    set_plan_mode(ctx.session, false).map_err(ToolFailure::Internal)?;
+                    "The operator accepted this plan: plan mode is over. Carry it out now, and keep the todo list up to date.".to_string()
+                }
+                Some(false) => "The operator did not accept this plan. Ask yourself what is missing or wrong, and call plan again with a better one; nothing may change until a plan is accepted.".to_string(),
+                None => format!(
+                    "Plan mode: the plan is saved for the operator to review, and nobody can accept it in this run. Finish now: give your final answer, summarising the plan. (The operator continues with `abhed sessions resume {} --accept-plan`.)",
+                    ctx.session.id()
+                ),
+            });
+        }
         let meta = serde_json::to_value(&doc).map_err(|e| ToolFailure::Internal(e.into()))?;
         Ok(ToolOutput { text, mutated: false, truncated: false, file: None, meta: Some(json!({ "plan": meta })) })
     }

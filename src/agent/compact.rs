@@ -1,0 +1,169 @@
+//! Context compaction: before the conversation outgrows the context window, its older turns are
+//! summarised by the model and replaced, in the prompt only, by that summary plus the plan and
+//! the todo list verbatim. The event log keeps every turn.
+//!
+//! What stays: the system prompt, the task, and the latest turns (from an assistant message on,
+//! so roles keep alternating). What goes: the turns between them.
+
+use serde_json::{Value, json};
+
+use crate::model::{Cancel, Message, Model, ModelError, Role, Turn, TurnRequest, TurnSchema, Usage};
+use crate::store::Session;
+use crate::tools::{plan, todo};
+
+/// Compact when the prompt plus one reply would take more than this share of the window.
+pub const THRESHOLD: f64 = 0.8;
+/// Turns kept verbatim at the end: the last assistant/user pairs.
+const KEEP_TAIL_MESSAGES: usize = 4;
+/// The most tokens the summary may have.
+pub const SUMMARY_TOKENS: u32 = 512;
+/// The most characters of one message put in front of the summariser.
+const MAX_CHARS_PER_MESSAGE: usize = 1_500;
+
+/// Where the compacted part of the task message begins; what comes before it is the task.
+const MARKER: &str = "\n\n# Earlier work, compacted\n";
+
+const SUMMARISER: &str = "You summarise the earlier part of a coding agent's work so that the agent can continue without it. Write what was done, what was found (file paths, names, values, errors and their fixes), and what remains. Be specific and brief. Reply with one JSON object: {\"answer\": \"THE SUMMARY\", \"status\": \"done\"}.";
+
+/// Whether the conversation should be compacted before the next turn: `Some((prompt tokens,
+/// n_ctx))` when it should.
+pub fn needed(model: &dyn Model, messages: &[Message], reply_tokens: u32) -> Result<Option<(u32, u32)>, ModelError> {
+    let (Some(n_ctx), Some(prompt)) = (model.n_ctx(), model.count_tokens(messages)?) else { return Ok(None) };
+    let limit = (f64::from(n_ctx) * THRESHOLD) as u32;
+    Ok((prompt + reply_tokens > limit).then_some((prompt, n_ctx)))
+}
+
+/// The result of one compaction.
+pub struct Compacted {
+    pub messages: Vec<Message>,
+    /// What the `compaction` event records.
+    pub record: Value,
+    pub usage: Usage,
+}
+
+/// Compact `messages`. `Ok(None)` when there is nothing old enough to drop.
+pub fn compact(
+    model: &mut dyn Model,
+    schema: &TurnSchema,
+    session: &Session<'_>,
+    messages: &[Message],
+    cancel: &Cancel,
+    deadline: Option<std::time::Instant>,
+) -> Result<Option<Compacted>, ModelError> {
+    // [system, task, (assistant, user)*]: keep the head two and a tail that starts with an
+    // assistant message.
+    if messages.len() < 2 + KEEP_TAIL_MESSAGES + 2 {
+        return Ok(None);
+    }
+    let mut tail_start = messages.len().saturating_sub(KEEP_TAIL_MESSAGES);
+    while tail_start > 2 && messages[tail_start].role != Role::Assistant {
+        tail_start -= 1;
+    }
+    if tail_start <= 2 {
+        return Ok(None);
+    }
+    let middle = &messages[2..tail_start];
+    let tokens_before = model.count_tokens(messages)?.unwrap_or(0);
+
+    // A second compaction folds the first one's summary into the new one.
+    let (task, previous) = match messages[1].content.split_once(MARKER) {
+        Some((task, rest)) => (task.to_string(), Some(rest.to_string())),
+        None => (messages[1].content.clone(), None),
+    };
+    let (summary, usage, by_model) = summarise(model, schema, previous.as_deref(), middle, cancel, deadline)?;
+    let plan_doc = plan::current(session).map_err(ModelError::Fault)?;
+    let todos: Option<Vec<todo::Item>> =
+        session.state(todo::STATE_KEY).map_err(ModelError::Fault)?.and_then(|v| serde_json::from_value(v).ok());
+
+    let mut head = task;
+    head.push_str(MARKER);
+    head.push_str(&format!(
+        "Earlier messages were replaced by this summary to make room in the context window:\n{}\n",
+        summary.trim()
+    ));
+    if let Some(p) = &plan_doc {
+        head.push_str(&format!("\n# Your plan (version {}), as you wrote it\n{}\n", p.version, plan::render(p)));
+    }
+    if let Some(items) = &todos {
+        head.push_str(&format!("\n# Your todo list, as you wrote it\n{}\n", todo::render(items)));
+    }
+    let mut out = vec![messages[0].clone(), Message::new(Role::User, head)];
+    out.extend_from_slice(&messages[tail_start..]);
+    let tokens_after = model.count_tokens(&out)?.unwrap_or(0);
+    let record = json!({
+        "removed_messages": middle.len(),
+        "kept_messages": out.len(),
+        "tokens_before": tokens_before,
+        "tokens_after": tokens_after,
+        "summary": summary,
+        "summary_by": if by_model { "model" } else { "mechanical" },
+        "plan_version": plan_doc.map(|p| p.version),
+        "todos": todos.map(|t| t.len()),
+    });
+    Ok(Some(Compacted { messages: out, record, usage }))
+}
+
+/// The model's summary of `middle`; when its reply is unusable, a mechanical one (the calls and
+/// the first line of each result), said to be so.
+fn summarise(
+    model: &mut dyn Model,
+    schema: &TurnSchema,
+    previous: Option<&str>,
+    middle: &[Message],
+    cancel: &Cancel,
+    deadline: Option<std::time::Instant>,
+) -> Result<(String, Usage, bool), ModelError> {
+    let n_ctx = model.n_ctx().unwrap_or(u32::MAX);
+    let mut per_message = MAX_CHARS_PER_MESSAGE;
+    // Shrink each message's share until the summariser's prompt fits.
+    let request = loop {
+        let mut transcript = transcript(middle, per_message);
+        if let Some(p) = previous {
+            let p: String = p.chars().take(per_message * 2).collect();
+            transcript = format!("[summary of what came before]\n{p}\n{transcript}");
+        }
+        let msgs = vec![
+            Message::new(Role::System, SUMMARISER),
+            Message::new(Role::User, format!("The earlier work:\n\n{transcript}\n\nSummarise it.")),
+        ];
+        let size = model.count_tokens(&msgs)?.unwrap_or(0);
+        if size + SUMMARY_TOKENS < n_ctx || per_message < 100 {
+            break msgs;
+        }
+        per_message /= 2;
+    };
+    let req = TurnRequest { messages: &request, max_tokens: SUMMARY_TOKENS, cancel, deadline, answer_only: true };
+    let reply = model.complete(&req)?;
+    match schema.parse(&reply.text) {
+        Ok(Turn::Answer { text, .. }) if !text.trim().is_empty() && !reply.cut_off => Ok((text, reply.usage, true)),
+        _ => {
+            let mut text = previous.map(|p| format!("{p}\n")).unwrap_or_default();
+            text.push_str(&mechanical(middle));
+            Ok((text, reply.usage, false))
+        }
+    }
+}
+
+/// The messages as plain text, each cut to `limit` characters.
+fn transcript(middle: &[Message], limit: usize) -> String {
+    middle
+        .iter()
+        .map(|m| {
+            let who = if m.role == Role::Assistant { "agent" } else { "result" };
+            let text: String = m.content.chars().take(limit).collect();
+            let more = if m.content.chars().count() > limit { " [...]" } else { "" };
+            format!("[{who}] {text}{more}")
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// A summary without the model: each call, and the first line of what came back.
+fn mechanical(middle: &[Message]) -> String {
+    let mut lines = vec!["(the model's summary was unusable; this is a list of the earlier steps)".to_string()];
+    for m in middle {
+        let first: String = m.content.lines().next().unwrap_or_default().chars().take(200).collect();
+        lines.push(format!("{} {first}", if m.role == Role::Assistant { "- called:" } else { "  got:" }));
+    }
+    lines.join("\n")
+}
