@@ -392,12 +392,12 @@ fn compaction_keeps_the_plan_and_the_todo_list_verbatim_and_the_run_goes_on() {
         todo,
         read,
         // Compaction 1 drops the plan call: the summariser's reply, then the plan must be back.
-        r#"{"answer": "SUMMARY-ONE: made a plan", "status": "done"}"#.to_string(),
+        r#"{"answer": "SUMMARY-ONE: made a plan to read notes.txt and answer", "status": "done"}"#.to_string(),
         "#expect-prompt SUMMARY-ONE".into(),
         "#expect-prompt Goal: Know the first line of notes.txt".into(),
         glob,
         // Compaction 2 drops the todo call: the list must be back, with the plan.
-        r#"{"answer": "SUMMARY-TWO: listed todos; earlier SUMMARY-ONE", "status": "done"}"#.to_string(),
+        r#"{"answer": "SUMMARY-TWO: listed the todos; before that, SUMMARY-ONE", "status": "done"}"#.to_string(),
         "#expect-prompt SUMMARY-TWO".into(),
         "#expect-prompt [>] 1. Read the notes\\n[ ] 2. Answer".into(),
         "#expect-prompt 1. Read notes.txt\\n2. Answer".into(),
@@ -422,4 +422,34 @@ fn compaction_keeps_the_plan_and_the_todo_list_verbatim_and_the_run_goes_on() {
     let kinds: Vec<String> = s.events().unwrap().iter().map(|e| e.kind.clone()).collect();
     assert_eq!(kinds.iter().filter(|k| *k == "action").count(), 4);
     assert_eq!(kinds.iter().filter(|k| *k == "compaction").count(), 2);
+}
+
+#[test]
+fn a_summary_too_short_to_be_one_is_replaced_by_the_mechanical_one() {
+    let f = Fixture::new();
+    let s = f.store.create_session(&f.ws).unwrap();
+    let system = abhed::agent::prompt::system_prompt(&Registry::native(), &f.ws);
+    let n_ctx = system.len().div_ceil(4) + 300;
+    let read = |offset: u32| call("read", json!({"path": f.p("notes.txt"), "offset": offset}));
+    let script = [
+        format!("#n-ctx {n_ctx}"),
+        read(1),
+        read(2),
+        glob_call(&f),
+        r#"{"answer": "a", "status": "done"}"#.to_string(),
+        "#expect-prompt the model's summary was unusable".into(),
+        r#"{"answer": "alpha", "status": "done"}"#.to_string(),
+    ]
+    .join("\n");
+    let events = f.run(&s, &script, Op::Task("first line?".into()), BUDGETS);
+    assert_eq!(end(&events).0, StopReason::Done);
+    let c = events.iter().find_map(|e| match e {
+        Event::Compaction { record, .. } => Some(record.clone()),
+        _ => None,
+    });
+    assert_eq!(c.unwrap()["summary_by"], "mechanical");
+}
+
+fn glob_call(f: &Fixture) -> String {
+    call("glob", json!({"pattern": "*.txt", "path": f.p("")}))
 }

@@ -17,6 +17,9 @@ pub const THRESHOLD: f64 = 0.8;
 const KEEP_TAIL_MESSAGES: usize = 4;
 /// The most tokens the summary may have.
 pub const SUMMARY_TOKENS: u32 = 512;
+/// A summary shorter than this is not one (the default 135M model once summarised 6k tokens
+/// of work as "a"): the mechanical summary is used instead.
+const MIN_SUMMARY_CHARS: usize = 40;
 /// The most characters of one message put in front of the summariser.
 const MAX_CHARS_PER_MESSAGE: usize = 1_500;
 
@@ -135,7 +138,9 @@ fn summarise(
     let req = TurnRequest { messages: &request, max_tokens: SUMMARY_TOKENS, cancel, deadline, answer_only: true };
     let reply = model.complete(&req)?;
     match schema.parse(&reply.text) {
-        Ok(Turn::Answer { text, .. }) if !text.trim().is_empty() && !reply.cut_off => Ok((text, reply.usage, true)),
+        Ok(Turn::Answer { text, .. }) if text.trim().chars().count() >= MIN_SUMMARY_CHARS && !reply.cut_off => {
+            Ok((text, reply.usage, true))
+        }
         _ => {
             let mut text = previous.map(|p| format!("{p}\n")).unwrap_or_default();
             text.push_str(&mechanical(middle));

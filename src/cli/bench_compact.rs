@@ -39,9 +39,8 @@ pub fn run(model: Option<&Path>, threads: Option<u32>, n_ctx: u32, json_out: boo
     sources.sort();
     for file in sources {
         let text = std::fs::read_to_string(&file).unwrap_or_default();
-        let numbered: String =
-            text.lines().take(120).enumerate().map(|(i, l)| format!("{}\t{l}\n", i + 1)).collect();
-        let call = json!({"tool": "read", "arguments": {"path": file, "limit": 120}}).to_string();
+        let numbered: String = text.lines().take(40).enumerate().map(|(i, l)| format!("{}\t{l}\n", i + 1)).collect();
+        let call = json!({"tool": "read", "arguments": {"path": file, "limit": 40}}).to_string();
         messages.push(Message::new(Role::Assistant, call));
         messages.push(Message::new(Role::User, format!("[read {}]\n{numbered}", file.display())));
         let used = s.count_tokens(&messages).map_err(|e| internal(e.into()))?.unwrap_or(0);
@@ -69,7 +68,7 @@ pub fn run(model: Option<&Path>, threads: Option<u32>, n_ctx: u32, json_out: boo
         print_stdout(&format!("{v}\n"))?;
     } else {
         print_stdout(&format!(
-            "compaction on {} (n_ctx {n_ctx}, {} threads)\n  conversation: {} messages, {before} tokens ({:.0}% of the window)\n  compaction:   {ms} ms (summary prompt {} tokens, {} generated; summary by the {})\n  after:        {} messages, {} tokens\n",
+            "compaction on {} (n_ctx {n_ctx}, {} threads)\n  conversation: {} messages, {before} tokens ({:.0}% of the window)\n  compaction:   {ms} ms (summary prompt {} tokens, {} generated; summary: {})\n  after:        {} messages, {} tokens\n",
             path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
             s.threads(),
             messages.len(),

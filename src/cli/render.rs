@@ -110,7 +110,7 @@ impl Renderer {
             }
             Event::Compaction { record, .. } => {
                 err(&format!(
-                    "  ~~ compacted: {} older messages summarised ({} -> {} tokens; summary by the {})",
+                    "  ~~ compacted: {} older messages summarised ({} -> {} tokens; summary: {})",
                     record["removed_messages"],
                     record["tokens_before"],
                     record["tokens_after"],
