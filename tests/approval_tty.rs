@@ -13,10 +13,20 @@ use common::cli::Env;
 /// Run `abhed tool bash ARGS [--session ID]` on a pseudo-terminal, typing `keys`. Returns the
 /// exit status and everything the terminal showed.
 fn on_tty(env: &Env, config: &std::path::Path, args: &str, session: Option<&str>, keys: &str) -> (i32, String) {
-    let quote = |s: &str| format!("'{}'", s.replace('\'', r"'\''"));
-    let mut line = format!("{} tool bash {}", quote(env!("CARGO_BIN_EXE_abhed")), quote(args));
+    let mut argv = vec!["tool", "bash", args];
     if let Some(id) = session {
-        line.push_str(&format!(" --session {id}"));
+        argv.extend(["--session", id]);
+    }
+    on_tty_argv(env, config, &argv, keys)
+}
+
+/// `abhed ARGV...` on a pseudo-terminal, typing `keys`.
+fn on_tty_argv(env: &Env, config: &std::path::Path, argv: &[&str], keys: &str) -> (i32, String) {
+    let quote = |s: &str| format!("'{}'", s.replace('\'', r"'\''"));
+    let mut line = quote(env!("CARGO_BIN_EXE_abhed"));
+    for a in argv {
+        line.push(' ');
+        line.push_str(&quote(a));
     }
     let mut child = Command::new("script")
         .args(["-qec", &line, "/dev/null"])
@@ -105,4 +115,25 @@ fn a_destructive_command_is_offered_once_or_deny_only() {
     assert!(screen.contains("Please answer with one of the letters."), "{screen}");
     assert_eq!(code, 5, "{screen}");
     assert!(env.ws.join("build").exists());
+}
+
+#[test]
+fn in_plan_mode_the_operator_accepts_the_plan_on_the_terminal_and_the_work_goes_on() {
+    let env = Env::new();
+    std::fs::create_dir_all(&env.home).unwrap();
+    let config = env.home.join("user.toml");
+    std::fs::write(&config, "").unwrap();
+    let target = env.ws.join("out.txt");
+    let write = serde_json::json!({"tool": "write", "arguments": {"path": target, "content": "done\n"}}).to_string();
+    let plan =
+        serde_json::json!({"tool": "plan", "arguments": {"goal": "out.txt says done", "steps": ["Write out.txt"]}})
+            .to_string();
+    let script = env.home.join("turns.script");
+    std::fs::write(&script, format!("{plan}\n{write}\n{{\"answer\": \"written\", \"status\": \"done\"}}\n")).unwrap();
+    let s = script.display().to_string();
+    let (code, screen) = on_tty_argv(&env, &config, &["run", "--plan", "write done to out.txt", "--script", &s], "o\n");
+    assert!(screen.contains("── approval needed ── plan: accept this plan? (plan mode)"), "{screen}");
+    assert!(screen.contains("  | Goal: out.txt says done"), "{screen}");
+    assert_eq!(code, 0, "{screen}");
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "done\n");
 }
