@@ -205,7 +205,6 @@ fn decide(
 /// In plan mode, put the saved plan to the operator. `Some(true)`: accepted (plan mode ends),
 /// `Some(false)`: declined, `None`: nobody can answer in this run. The answer is an event.
 pub fn plan_acceptance(ctx: &ToolContext<'_>, rendered: &str, version: u32) -> Result<Option<bool>, ToolFailure> {
-    let subject = format!("plan version {version}");
     let q = Question {
         tool: "plan",
         description: "accept this plan? (plan mode)",
@@ -214,16 +213,33 @@ pub fn plan_acceptance(ctx: &ToolContext<'_>, rendered: &str, version: u32) -> R
         offer_always: false,
     };
     let answer = ctx.approvals.approver.ask(&q);
+    record_plan_answer(ctx.session, version, answer, None).map_err(ToolFailure::Internal)?;
+    Ok(answer.map(|a| a != Answer::Deny))
+}
+
+/// The operator's answer on plan `version` as an approval event; `via` names a way of answering
+/// other than the prompt (`--accept-plan`).
+pub fn record_plan_answer(
+    session: &Session<'_>,
+    version: u32,
+    answer: Option<Answer>,
+    via: Option<&str>,
+) -> anyhow::Result<()> {
     let (decision, by) = match answer {
         Some(Answer::Once | Answer::Always) => ("allowed", "operator"),
         Some(Answer::Deny) => ("denied", "operator"),
         None => ("pending", "no_operator"),
     };
-    let payload = json!({ "tool": "plan", "subject": subject, "decision": decision, "by": by, "answer": answer });
-    ctx.session
+    let mut payload = json!({
+        "tool": "plan", "subject": format!("plan version {version}"), "decision": decision, "by": by, "answer": answer,
+    });
+    if let Some(via) = via {
+        payload["via"] = json!(via);
+    }
+    session
         .append(EventKind::Approval, &payload)
-        .map_err(|e| ToolFailure::Internal(e.context("cannot record the plan's approval")))?;
-    Ok(answer.map(|a| a != Answer::Deny))
+        .map(|_| ())
+        .map_err(|e| e.context("cannot record the plan's approval"))
 }
 
 /// The model-facing refusal: what was refused, and the reasons that decided it (each says what

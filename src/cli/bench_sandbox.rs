@@ -38,15 +38,7 @@ pub fn run(boots: u32, calls: u32, json_out: bool) -> Result<u8, Failure> {
     let sb = &config.sandbox;
     let qemu = find_qemu(sb.qemu.as_deref()).map_err(|e| Failure::usage(e.to_string()))?;
     let image = Image::locate(sb.image_dir.as_deref(), &abhed::layout::search_dirs("vm")).map_err(Failure::usage)?;
-    let mut spec = BootSpec {
-        qemu,
-        memory_mib: sb.memory_mib,
-        cpus: sb.cpus,
-        shares: vec![ws.clone()],
-        readonly: abhed::sandbox::host_readonly(sb),
-        accel: Accel::Tcg,
-        deadline: Duration::from_secs(sb.boot_timeout_s),
-    };
+    let mut spec = BootSpec::from_config(sb, qemu, vec![ws.clone()]);
     let mut accels = vec![Accel::Tcg];
     let kvm_note = match try_kvm(&image, &spec) {
         Ok(_) => {

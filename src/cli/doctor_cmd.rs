@@ -3,14 +3,14 @@
 
 use std::path::PathBuf;
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use clap::Args;
 use serde_json::{Value, json};
 
 use abhed::config::Config;
 use abhed::sandbox::image::Image;
-use abhed::sandbox::vm::{Accel, BootSpec, MicroVm};
+use abhed::sandbox::vm::{BootSpec, MicroVm};
 use abhed::sandbox::{BACKEND, KVM_PROBE_DEADLINE, find_qemu, try_kvm};
 
 use super::{Failure, exit, print_stdout, workspace_dir};
@@ -78,20 +78,8 @@ pub fn run(a: DoctorArgs) -> Result<u8, Failure> {
     }
 
     if let (Ok(qemu), Ok(img)) = (&qemu, &image) {
-        let roots = vec![ws.clone()];
-        let spec = BootSpec {
-            qemu: qemu.clone(),
-            memory_mib: sb.memory_mib,
-            cpus: sb.cpus,
-            shares: roots,
-            readonly: abhed::sandbox::host_readonly(sb),
-            accel: Accel::Tcg,
-            deadline: Duration::from_secs(sb.boot_timeout_s),
-        };
-        let kvm = match try_kvm(img, &spec) {
-            Ok(vm) => Ok(vm.boot_ms()),
-            Err(e) => Err(e),
-        };
+        let spec = BootSpec::from_config(sb, qemu.clone(), vec![ws.clone()]);
+        let kvm = try_kvm(img, &spec).map(|vm| vm.boot_ms());
         checks.push(match &kvm {
             Ok(ms) => Check {
                 name: "kvm",

@@ -9,7 +9,7 @@ use std::time::Duration;
 use clap::Args;
 
 use abhed::agent::{Agent, Budgets, Event, Op, RunSetup, StopReason};
-use abhed::approval::gate::Approvals;
+use abhed::approval::gate::{Answer, Approvals};
 use abhed::config::Config;
 use abhed::model::llama::{LlamaEngine, LlamaParams};
 use abhed::model::openai::{OpenAi, OpenAiParams};
@@ -394,11 +394,8 @@ fn serve(
         PlanMode::Accept => {
             // The operator's acceptance, on record like any approval.
             let version = abhed::tools::plan::current(&session).ok().flatten().map_or(0, |p| p.version);
-            let payload = serde_json::json!({
-                "tool": "plan", "subject": format!("plan version {version}"), "decision": "allowed",
-                "by": "operator", "answer": "once", "via": "--accept-plan",
-            });
-            session.append(abhed::store::EventKind::Approval, &payload).map_err(|e| Failure::internal(&e))?;
+            abhed::approval::gate::record_plan_answer(&session, version, Some(Answer::Once), Some("--accept-plan"))
+                .map_err(|e| Failure::internal(&e))?;
             abhed::tools::plan::set_plan_mode(&session, false).map_err(|e| Failure::internal(&e))?;
         }
     }

@@ -9,6 +9,5 @@ pub mod vm;
 
 pub use paths::{PathError, Resolved, Workspace};
 pub use session::{
-    BACKEND, KVM_PROBE_DEADLINE, KvmProbe, SandboxError, SessionSandbox, VmFacts, find_qemu, host_readonly,
-    recorded_probe, try_kvm,
+    BACKEND, KVM_PROBE_DEADLINE, KvmProbe, SandboxError, SessionSandbox, VmFacts, find_qemu, recorded_probe, try_kvm,
 };

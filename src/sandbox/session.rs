@@ -77,35 +77,23 @@ impl SessionSandbox {
     /// Run `command` in a fresh shell in the session's working directory, and move the working
     /// directory to where the shell ended.
     pub fn exec(&self, command: &str, timeout_ms: u64) -> Result<(ExecResult, VmFacts, PathBuf), SandboxError> {
-        let mut st =
-            self.state.lock().map_err(|_| SandboxError::Unavailable("the sandbox state is poisoned".into()))?;
-        let booted = self.ensure_vm(&mut st)?;
-        let id = st.next_id;
-        st.next_id += 1;
-        let cwd = st.cwd.clone();
-        let State { vm, .. } = &mut *st;
-        let Some(machine) = vm.as_mut() else { return Err(SandboxError::Unavailable("no VM".into())) };
-        let facts = facts(machine, booted);
-        match machine.exec(id, command, &cwd, &self.home, timeout_ms) {
-            Ok(r) => {
-                if r.cwd_reset {
-                    st.cwd = self.home.clone();
-                }
-                if let Some(c) = &r.cwd {
-                    st.cwd = PathBuf::from(c);
-                }
-                Ok((r, facts, cwd))
-            }
-            Err(e) => {
-                // Gone or hung: the next call boots a fresh VM.
-                st.vm = None;
-                Err(e.into())
-            }
-        }
+        self.on_vm(|vm, id, cwd, home| vm.exec(id, command, cwd, home, timeout_ms), |r| (r.cwd_reset, r.cwd.as_deref()))
     }
 
     /// Start `command` detached in the session's working directory.
     pub fn spawn(&self, command: &str) -> Result<(SpawnResult, VmFacts, PathBuf), SandboxError> {
+        self.on_vm(|vm, id, cwd, home| vm.spawn(id, command, cwd, home), |r| (r.cwd_reset, None))
+    }
+
+    /// One request to the session's VM (booted first if need be) with the next id and the
+    /// working directory; `moved` tells from the reply whether the directory was reset to the
+    /// workspace root, and where the shell ended. Returns the reply, the VM's facts and the
+    /// directory the request ran in. A VM that fails is dropped: the next call boots a fresh one.
+    fn on_vm<T>(
+        &self,
+        request: impl FnOnce(&mut MicroVm, u64, &Path, &Path) -> Result<T, VmError>,
+        moved: impl FnOnce(&T) -> (bool, Option<&str>),
+    ) -> Result<(T, VmFacts, PathBuf), SandboxError> {
         let mut st =
             self.state.lock().map_err(|_| SandboxError::Unavailable("the sandbox state is poisoned".into()))?;
         let booted = self.ensure_vm(&mut st)?;
@@ -114,10 +102,14 @@ impl SessionSandbox {
         let cwd = st.cwd.clone();
         let Some(machine) = st.vm.as_mut() else { return Err(SandboxError::Unavailable("no VM".into())) };
         let facts = facts(machine, booted);
-        match machine.spawn(id, command, &cwd, &self.home) {
+        match request(machine, id, &cwd, &self.home) {
             Ok(r) => {
-                if r.cwd_reset {
+                let (reset, ended_in) = moved(&r);
+                if reset {
                     st.cwd = self.home.clone();
+                }
+                if let Some(c) = ended_in {
+                    st.cwd = PathBuf::from(c);
                 }
                 Ok((r, facts, cwd))
             }
@@ -145,15 +137,7 @@ impl SessionSandbox {
         let image = Image::locate(self.cfg.image_dir.as_deref(), &crate::layout::search_dirs("vm")).map_err(|e| {
             SandboxError::Unavailable(format!("{e}. bash runs only inside the microVM, never on the host"))
         })?;
-        let mut spec = BootSpec {
-            qemu,
-            memory_mib: self.cfg.memory_mib,
-            cpus: self.cfg.cpus,
-            shares: self.roots.clone(),
-            readonly: host_readonly(&self.cfg),
-            accel: Accel::Tcg,
-            deadline: Duration::from_secs(self.cfg.boot_timeout_s),
-        };
+        let mut spec = BootSpec::from_config(&self.cfg, qemu, self.roots.clone());
         match self.cfg.accel.as_str() {
             "tcg" => Ok(MicroVm::boot(&image, &spec)?),
             "kvm" => {
@@ -176,9 +160,25 @@ fn facts(vm: &MicroVm, booted: bool) -> VmFacts {
     }
 }
 
+impl BootSpec {
+    /// A TCG boot as the config says, sharing `shares` read-write and the host's toolchains
+    /// read-only.
+    pub fn from_config(cfg: &SandboxConfig, qemu: PathBuf, shares: Vec<PathBuf>) -> BootSpec {
+        BootSpec {
+            qemu,
+            memory_mib: cfg.memory_mib,
+            cpus: cfg.cpus,
+            shares,
+            readonly: host_readonly(cfg),
+            accel: Accel::Tcg,
+            deadline: Duration::from_secs(cfg.boot_timeout_s),
+        }
+    }
+}
+
 /// What of the host the guest sees read-only: /usr with /etc/alternatives (where Debian's
 /// `cc`, `java`, ... links point) when `share_host_usr` is on, and `sandbox.host_readonly`.
-pub fn host_readonly(cfg: &SandboxConfig) -> Vec<PathBuf> {
+fn host_readonly(cfg: &SandboxConfig) -> Vec<PathBuf> {
     let mut v = Vec::new();
     if cfg.share_host_usr {
         v.push(PathBuf::from("/usr"));
