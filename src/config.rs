@@ -18,6 +18,7 @@ pub struct Config {
     pub model: ModelConfig,
     pub run: RunConfig,
     pub sandbox: SandboxConfig,
+    pub task: TaskConfig,
     /// The `[approval]` tables as written, kept apart: the policy layers them itself, because a
     /// workspace may tighten the user's policy but not loosen it.
     #[serde(skip)]
@@ -108,6 +109,9 @@ pub struct ModelConfig {
     pub max_reply_tokens: u32,
     /// Save the system prompt's evaluated state on disk, so a new session skips its prefill.
     pub prompt_cache: bool,
+    /// Subagents decoding at once, as sequences of one context (each with the parent's context
+    /// window, so the KV cache of that context is this many times the parent's).
+    pub parallel: u32,
     /// An OpenAI-compatible endpoint (`http://host:port`); when set, it is used instead of a GGUF.
     pub endpoint: Option<String>,
     pub endpoint_model: String,
@@ -130,6 +134,7 @@ impl Default for ModelConfig {
             seed: 0,
             max_reply_tokens: 1024,
             prompt_cache: true,
+            parallel: 4,
             endpoint: None,
             endpoint_model: "default".into(),
             api_key_env: None,
@@ -158,6 +163,27 @@ pub struct RunConfig {
 impl Default for RunConfig {
     fn default() -> Self {
         RunConfig { max_turns: 30, max_tokens: 500_000, max_wall_s: 1800, working_budget: 2048, repeat_limit: 3 }
+    }
+}
+
+/// Subagents (the `task` tool).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TaskConfig {
+    /// Subagents that may run at once in a session (beyond `model.parallel` they wait for a
+    /// sequence of the model).
+    pub max_concurrent: u32,
+    /// A subagent's turn budget when the call gives no `max_turns` (and the most it may give).
+    pub max_turns: u32,
+    /// The most tokens of a subagent's summary the parent sees; the rest is cut with a note.
+    pub summary_tokens: u32,
+    /// Whether a subagent may spawn subagents of its own.
+    pub nested: bool,
+}
+
+impl Default for TaskConfig {
+    fn default() -> Self {
+        TaskConfig { max_concurrent: 20, max_turns: 20, summary_tokens: 2000, nested: false }
     }
 }
 
@@ -309,6 +335,15 @@ fn from_table(table: toml::Table, path: &Path) -> Result<Config> {
     }
     if cfg.sandbox.memory_mib < 128 || cfg.sandbox.cpus == 0 {
         bail!("invalid config {}: sandbox.memory_mib must be at least 128 and sandbox.cpus at least 1", path.display());
+    }
+    if !(1..=64).contains(&cfg.model.parallel) || !(1..=256).contains(&cfg.task.max_concurrent) {
+        bail!("invalid config {}: model.parallel must be 1 to 64 and task.max_concurrent 1 to 256", path.display());
+    }
+    if cfg.task.max_turns == 0 || cfg.task.summary_tokens < 100 {
+        bail!(
+            "invalid config {}: task.max_turns must be at least 1 and task.summary_tokens at least 100",
+            path.display()
+        );
     }
     if parse_mode(&cfg.write.file_mode).is_none() {
         bail!(

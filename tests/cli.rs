@@ -85,7 +85,7 @@ fn list_prints_the_schemas_the_model_sees() {
     assert_eq!(out.status.code(), Some(0));
     let defs: Value = serde_json::from_slice(&out.stdout).unwrap();
     let names: Vec<&str> = defs.as_array().unwrap().iter().map(|d| d["name"].as_str().unwrap()).collect();
-    assert_eq!(names, ["read", "write", "edit", "glob", "grep", "plan", "todo", "bash"]);
+    assert_eq!(names, ["read", "write", "edit", "glob", "grep", "plan", "todo", "bash", "task"]);
     for d in defs.as_array().unwrap() {
         assert_eq!(d["input_schema"]["type"], "object");
         assert!(d["description"].as_str().unwrap().len() > 40, "{d}");

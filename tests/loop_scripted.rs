@@ -4,79 +4,19 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::path::Path;
-use std::sync::mpsc;
 
 use abhed::agent::events::TurnKind;
-use abhed::agent::{Agent, Budgets, Event, Op, RunSetup, StopReason};
-use abhed::approval::gate::{Approvals, NoOperator};
-use abhed::config::Config;
-use abhed::model::scripted::Scripted;
+use abhed::agent::{Budgets, Event, Op, StopReason};
 use abhed::model::{Cancel, Role};
-use abhed::sandbox::{SessionSandbox, Workspace};
-use abhed::store::{EventKind, Session, Store};
-use abhed::tools::{Registry, ToolContext};
+use abhed::store::EventKind;
+use abhed::tools::Registry;
+use common::scripted::Fixture;
 use serde_json::json;
 
 const BUDGETS: Budgets = Budgets { max_turns: 10, max_tokens: 100_000, max_wall_ms: None, max_reply_tokens: 256 };
-
-struct Fixture {
-    _tmp: tempfile::TempDir,
-    ws: std::path::PathBuf,
-    store: Store,
-}
-
-impl Fixture {
-    fn new() -> Fixture {
-        let tmp = tempfile::tempdir().unwrap();
-        let ws = tmp.path().join("ws");
-        std::fs::create_dir(&ws).unwrap();
-        let ws = ws.canonicalize().unwrap();
-        std::fs::write(ws.join("notes.txt"), "alpha\nbeta\n").unwrap();
-        let store = Store::open(&tmp.path().join("abhed.db")).unwrap();
-        Fixture { _tmp: tmp, ws, store }
-    }
-
-    fn p(&self, rel: &str) -> String {
-        self.ws.join(rel).display().to_string()
-    }
-
-    /// Run `op` on a script in `session`, with `budgets`; returns every event emitted.
-    fn run(&self, session: &Session<'_>, script: &str, op: Op, budgets: Budgets) -> Vec<Event> {
-        self.run_cancel(session, script, op, budgets, Cancel::new())
-    }
-
-    fn run_cancel(&self, session: &Session<'_>, script: &str, op: Op, budgets: Budgets, cancel: Cancel) -> Vec<Event> {
-        let mut model = Scripted::parse(Path::new("test.script"), script).unwrap();
-        let registry = Registry::native();
-        let config = Config::default();
-        let workspace = Workspace::new(&self.ws, &[]).unwrap();
-        let sandbox = SessionSandbox::new(&config.sandbox, &workspace);
-        let (approvals, _) = Approvals::from_config(&config, Box::new(NoOperator)).unwrap();
-        let setup = RunSetup {
-            registry: &registry,
-            tools: ToolContext {
-                workspace: &workspace,
-                config: &config,
-                session,
-                sandbox: &sandbox,
-                approvals: &approvals,
-            },
-            budgets,
-            working_budget: 0,
-            repeat_limit: 3,
-            cancel,
-        };
-        let (op_tx, op_rx) = mpsc::channel();
-        let (ev_tx, ev_rx) = mpsc::channel();
-        op_tx.send(op).unwrap();
-        drop(op_tx);
-        let mut agent = Agent::new(&mut model, setup, ev_tx).unwrap();
-        agent.serve(op_rx).unwrap();
-        drop(agent);
-        ev_rx.into_iter().collect()
-    }
-}
 
 fn end(events: &[Event]) -> (StopReason, String, Option<String>) {
     match events.last().unwrap() {

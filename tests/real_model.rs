@@ -243,3 +243,65 @@ fn a_long_session_is_compacted_and_goes_on() {
     assert_eq!(end["reason"], "max_turns", "{end}");
     assert_eq!(out.status.code(), Some(4));
 }
+
+/// Subagents on the real model: three conversations decode together as sequences of one
+/// context (a decode carried all three), each reply is a valid turn, identical conversations get
+/// identical replies (nothing leaks between sequences), and a sequence's next turn evaluates only
+/// what is new (its slot kept its cache).
+#[test]
+fn subagent_turns_decode_together_in_one_context() {
+    use std::sync::Mutex;
+
+    use abhed::model::llama::{LlamaEngine, LlamaParams};
+    use abhed::model::{Cancel, Job, Message, Model, Reply, Role, TurnRequest, TurnSchema};
+    let _one = serial();
+    let mut params = LlamaParams::new(model().into());
+    params.settings.n_ctx = Some(2048);
+    params.settings.parallel = 3;
+    let engine = LlamaEngine::load(params, String::new(), |_| {}).unwrap();
+    let registry = Registry::only(&["read", "glob", "grep"]);
+    let schema = TurnSchema::new(&registry);
+    let mut session = engine.session(&schema).unwrap();
+    let system = abhed::agent::prompt::system_prompt(&registry, std::path::Path::new("/ws"));
+    let convo = |task: &str| vec![Message::new(Role::System, system.clone()), Message::new(Role::User, task)];
+    let tasks =
+        [convo("Find the file /ws/main.rs."), convo("Find the file /ws/main.rs."), convo("Read /ws/notes.txt.")];
+    // Two turns per subagent: the second adds a tool result to the first.
+    let replies: Vec<Mutex<Vec<Reply>>> = (0..3).map(|_| Mutex::new(Vec::new())).collect();
+    let jobs: Vec<Job<'_>> = tasks
+        .iter()
+        .zip(&replies)
+        .map(|(messages, out)| {
+            let job: Job<'_> = Box::new(move |m: &mut dyn Model| {
+                let cancel = Cancel::new();
+                let mut messages = messages.clone();
+                for _ in 0..2 {
+                    let req = TurnRequest {
+                        messages: &messages,
+                        max_tokens: 96,
+                        cancel: &cancel,
+                        deadline: None,
+                        answer_only: false,
+                        on_token: None,
+                    };
+                    let r = m.complete(&req).unwrap();
+                    messages.push(Message::new(Role::Assistant, r.text.clone()));
+                    messages.push(Message::new(Role::User, "Tool result: no files match."));
+                    out.lock().unwrap().push(r);
+                }
+            });
+            job
+        })
+        .collect();
+    session.run_parallel(jobs).unwrap();
+    assert_eq!(session.subagent_batch_width(), 3);
+    let replies: Vec<Vec<Reply>> = replies.into_iter().map(|m| m.into_inner().unwrap()).collect();
+    for turns in &replies {
+        for r in turns {
+            assert!(r.cut_off || schema.parse(&r.text).is_ok(), "not a turn: {}", r.text);
+        }
+        let second = &turns[1].usage;
+        assert!(second.cached_tokens >= turns[0].usage.prompt_tokens - 1, "{second:?} after {:?}", turns[0].usage);
+    }
+    assert_eq!(replies[0][0].text, replies[1][0].text);
+}

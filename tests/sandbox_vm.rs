@@ -76,6 +76,7 @@ impl Vm {
             session: &session,
             sandbox: &self.sandbox,
             approvals: &approvals,
+            delegate: None,
         };
         let call = ToolCall { name: "bash".into(), arguments: args.to_string() };
         let out = execute(&Registry::native(), &ctx, &call).unwrap();

@@ -135,7 +135,14 @@ fn summarise(
         }
         per_message /= 2;
     };
-    let req = TurnRequest { messages: &request, max_tokens: SUMMARY_TOKENS, cancel, deadline, answer_only: true };
+    let req = TurnRequest {
+        messages: &request,
+        max_tokens: SUMMARY_TOKENS,
+        cancel,
+        deadline,
+        answer_only: true,
+        on_token: None,
+    };
     let reply = model.complete(&req)?;
     match schema.parse(&reply.text) {
         Ok(Turn::Answer { text, .. }) if text.trim().chars().count() >= MIN_SUMMARY_CHARS && !reply.cut_off => {
@@ -165,10 +172,90 @@ fn transcript(middle: &[Message], limit: usize) -> String {
 
 /// A summary without the model: each call, and the first line of what came back.
 fn mechanical(middle: &[Message]) -> String {
-    let mut lines = vec!["(the model's summary was unusable; this is a list of the earlier steps)".to_string()];
+    const HEAD: &str = "(the model's summary was unusable; this is a list of the earlier steps)";
+    let first_line = |m: &Message| -> String {
+        let line = m.content.lines().next().unwrap_or_default();
+        let cut: String = line.chars().take(STEP_CHARS).collect();
+        if cut.len() < line.len() { format!("{cut}...") } else { cut }
+    };
+    // One entry per step (a call and what it got); the same step repeated is one entry with a
+    // count, so a model stuck in a loop does not fill the summary with copies of it.
+    let mut steps: Vec<(String, usize)> = Vec::new();
     for m in middle {
-        let first: String = m.content.lines().next().unwrap_or_default().chars().take(200).collect();
-        lines.push(format!("{} {first}", if m.role == Role::Assistant { "- called:" } else { "  got:" }));
+        let part = if m.role == Role::Assistant {
+            format!("- called: {}", first_line(m))
+        } else {
+            format!("\n  got: {}", first_line(m))
+        };
+        match steps.last_mut() {
+            Some((step, _)) if m.role != Role::Assistant => step.push_str(&part),
+            _ => steps.push((part, 1)),
+        }
     }
-    lines.join("\n")
+    let mut merged: Vec<(String, usize)> = Vec::new();
+    for (step, n) in steps {
+        match merged.last_mut() {
+            Some((last, count)) if *last == step => *count += n,
+            _ => merged.push((step, n)),
+        }
+    }
+    let lines: Vec<String> = merged
+        .into_iter()
+        .map(|(step, n)| if n > 1 { format!("{step}\n  ({n} times in a row)") } else { step })
+        .collect();
+    // Never longer than half of what it replaces: the oldest steps go first.
+    let budget = middle.iter().map(|m| m.content.len()).sum::<usize>() / 2;
+    let mut kept: Vec<&String> = Vec::new();
+    let mut size = HEAD.len();
+    for line in lines.iter().rev() {
+        if size + line.len() + 1 > budget && !kept.is_empty() {
+            break;
+        }
+        size += line.len() + 1;
+        kept.push(line);
+    }
+    let omitted = lines.len() - kept.len();
+    let mut out = vec![HEAD.to_string()];
+    if omitted > 0 {
+        out.push(format!("({omitted} earlier steps left out)"));
+    }
+    out.extend(kept.into_iter().rev().cloned());
+    out.join("\n")
+}
+
+/// The most characters of a message's first line a mechanical summary keeps.
+const STEP_CHARS: usize = 120;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Regression: five identical cut-off replies and their feedback made a "summary" as long
+    /// as the messages it replaced, so compaction freed nothing (seen on the default model).
+    #[test]
+    fn a_mechanical_summary_collapses_repeats_and_is_shorter_than_what_it_replaces() {
+        let feedback = "[invalid reply] your reply was cut off at 6 tokens before it was complete. Make it shorter: write a large file in parts (write a first part, then edit to add more), or read less at once.";
+        let mut middle = Vec::new();
+        for _ in 0..5 {
+            middle.push(Message::new(Role::Assistant, "{"));
+            middle.push(Message::new(Role::User, feedback));
+        }
+        let s = mechanical(&middle);
+        let input: usize = middle.iter().map(|m| m.content.len()).sum();
+        assert!(s.len() <= input / 2, "{} of {input}: {s}", s.len());
+        assert!(s.contains("- called: {\n  got: [invalid reply] your reply was cut off"), "{s}");
+        assert!(s.contains("(5 times in a row)"), "{s}");
+    }
+
+    #[test]
+    fn a_mechanical_summary_keeps_the_latest_steps_when_it_must_drop_some() {
+        let middle: Vec<Message> = (0..40)
+            .flat_map(|i| {
+                [Message::new(Role::Assistant, format!("read {i}")), Message::new(Role::User, format!("result {i}"))]
+            })
+            .collect();
+        let s = mechanical(&middle);
+        assert!(s.contains("earlier steps left out"), "{s}");
+        assert!(s.ends_with("- called: read 39\n  got: result 39"), "{s}");
+    }
 }

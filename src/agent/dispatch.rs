@@ -120,6 +120,16 @@ fn run(
     parsed: Result<Value, serde_json::Error>,
 ) -> Result<ToolOutput, ToolFailure> {
     let Some(tool) = registry.get(name) else {
+        if name == "task" {
+            return Err(ToolError::new(
+                ErrorCode::NestedTask,
+                format!(
+                    "a subagent cannot spawn subagents (task.nested is off). Do the work yourself with your tools: {}.",
+                    registry.names().join(", ")
+                ),
+            )
+            .into());
+        }
         return Err(ToolError::new(
             ErrorCode::UnknownTool,
             format!("there is no tool named `{name}`. The tools are: {}.", registry.names().join(", ")),

@@ -131,6 +131,11 @@ pub enum Event {
         /// Only a final answer was allowed: the model had repeated one call `repeat_limit` times.
         answer_only: bool,
     },
+    /// A piece of the reply being written (interactive mode only). Not persisted: the
+    /// `model_turn` that follows holds the whole reply.
+    Token {
+        text: String,
+    },
     /// A tool call, committed before it runs.
     ToolCall {
         seq: i64,
@@ -168,6 +173,16 @@ pub enum Event {
         mutated: bool,
         duration_ms: u64,
         interrupted: bool,
+    },
+    /// An event of a subagent started by the `task` call `action_seq`: `index` is its place in
+    /// the call, `session` its own session (whose parent is this one).
+    Subagent {
+        action_seq: i64,
+        index: u32,
+        session: String,
+        description: String,
+        agent_type: String,
+        event: Box<Event>,
     },
     RunEnd {
         seq: i64,

@@ -4,6 +4,7 @@
 use std::path::Path;
 
 use crate::tools::Registry;
+use crate::tools::task::Profile;
 
 /// Project instruction files, in the order they are included.
 pub const INSTRUCTION_FILES: [&str; 2] = ["ABHED.md", "AGENTS.md"];
@@ -60,6 +61,17 @@ If the task cannot be done, say why in the answer, with \"status\": \"gave_up\".
             prompt.push('\n');
         }
     }
+    prompt
+}
+
+/// The system prompt of a subagent: the same rules and project instructions, its profile, and
+/// what its final answer is for.
+pub fn subagent_prompt(registry: &Registry, workspace: &Path, profile: Profile) -> String {
+    let mut prompt = system_prompt(registry, workspace);
+    prompt.push_str(&format!(
+        "\n# You are a subagent\nAnother agent gave you the task below and sees only your final answer. {} Your final answer is your report: what you found or did, with absolute paths, line numbers and exact error messages, in at most about 1000 words.\n",
+        profile.brief()
+    ));
     prompt
 }
 

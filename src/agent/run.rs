@@ -6,6 +6,8 @@
 //! ours ends the run with `internal_error`. Budgets for turns, tokens and wall time each have
 //! their own stop reason.
 
+use std::sync::Arc;
+use std::sync::atomic::AtomicU32;
 use std::sync::mpsc::{Receiver, Sender};
 use std::time::{Duration, Instant};
 
@@ -18,6 +20,7 @@ use super::dispatch;
 use super::events::{Budgets, Event, Preflight, StopReason, TurnKind};
 use super::history;
 use super::prompt;
+use super::subagent::{self, Allowance, Link, Subagents};
 use crate::model::{Cancel, Message, Model, ModelError, Role, Turn, TurnRequest, TurnSchema};
 use crate::store::EventKind;
 use crate::tools::{Registry, ToolContext};
@@ -42,6 +45,10 @@ pub struct RunSetup<'a> {
     /// (0: never).
     pub repeat_limit: u32,
     pub cancel: Cancel,
+    /// Set for a subagent: its parent, and the budget it shares with its siblings.
+    pub subagent: Option<Link<'a>>,
+    /// Send the reply's pieces as `token` events while the model writes it (interactive mode).
+    pub stream_tokens: bool,
 }
 
 /// How a run ended.
@@ -50,6 +57,9 @@ pub struct RunOutcome {
     pub reason: StopReason,
     pub message: String,
     pub answer: Option<String>,
+    pub turns: u32,
+    /// Tokens evaluated and generated, with those of the run's subagents.
+    pub tokens: u64,
 }
 
 pub struct Agent<'a, 'm> {
@@ -61,6 +71,8 @@ pub struct Agent<'a, 'm> {
     repeats: history::RepeatCounter,
     /// The task of the current run, restated when the model must answer.
     current_task: Option<String>,
+    /// Subagents running in the session (the parent's count, for a subagent).
+    running: Arc<AtomicU32>,
 }
 
 impl<'a, 'm> Agent<'a, 'm> {
@@ -69,14 +81,13 @@ impl<'a, 'm> Agent<'a, 'm> {
     /// died while the tool ran) is recorded and told to the model as interrupted, never re-run.
     pub fn new(model: &'m mut dyn Model, setup: RunSetup<'a>, events: Sender<Event>) -> Result<Self> {
         let schema = TurnSchema::new(setup.registry);
-        let system = prompt::system_prompt(setup.registry, setup.tools.workspace.root());
+        let system = match &setup.subagent {
+            Some(link) => prompt::subagent_prompt(setup.registry, setup.tools.workspace.root(), link.profile),
+            None => prompt::system_prompt(setup.registry, setup.tools.workspace.root()),
+        };
         let stored = setup.tools.session.events()?;
         let resumed = !stored.is_empty();
-        let _ = events.send(Event::Session {
-            session: setup.tools.session.id().to_string(),
-            workspace: setup.tools.session.workspace().display().to_string(),
-            resumed,
-        });
+        let running = setup.subagent.as_ref().map(|l| l.running.clone()).unwrap_or_default();
         let mut agent = Agent {
             model,
             setup,
@@ -85,7 +96,13 @@ impl<'a, 'm> Agent<'a, 'm> {
             events,
             repeats: history::RepeatCounter::default(),
             current_task: None,
+            running,
         };
+        agent.emit(Event::Session {
+            session: agent.setup.tools.session.id().to_string(),
+            workspace: agent.setup.tools.session.workspace().display().to_string(),
+            resumed,
+        });
         if resumed {
             let rebuilt = history::rebuild(&stored);
             agent.messages.extend(rebuilt.messages);
@@ -108,8 +125,26 @@ impl<'a, 'm> Agent<'a, 'm> {
     }
 
     fn emit(&self, e: Event) {
+        let e = match &self.setup.subagent {
+            Some(link) => subagent::wrap(link, self.setup.tools.session.id(), e),
+            None => e,
+        };
         // A renderer that went away (the pipe closed) must not stop the work being recorded.
         let _ = self.events.send(e);
+    }
+
+    /// Count tokens spent by this run, against the pool it shares with its siblings too.
+    fn charge(&self, counters: &mut Counters, tokens: u64) {
+        counters.tokens += tokens;
+        if let Some(link) = &self.setup.subagent {
+            link.pool.charge(tokens);
+        }
+    }
+
+    /// Whether this subagent must stop because its siblings and it spent their budget.
+    fn pool_dry(&self) -> Option<String> {
+        let pool = self.setup.subagent.as_ref()?.pool;
+        pool.exhausted().then(|| pool.limit_message())
     }
 
     fn record(&self, kind: EventKind, payload: Value) -> Result<i64> {
@@ -148,8 +183,11 @@ impl<'a, 'm> Agent<'a, 'm> {
             working_budget: self.setup.working_budget,
         };
         let info = self.model.describe();
-        let payload =
+        let mut payload =
             json!({ "model": info, "budgets": budgets, "preflight": preflight, "prompt_sha256": prompt_sha256 });
+        if let Some(link) = &self.setup.subagent {
+            payload["parent"] = subagent::parent_record(link);
+        }
         let seq = self.record(EventKind::RunStart, payload)?;
         self.emit(Event::RunStart { seq, model: info, budgets, preflight, prompt_sha256 });
         if let Some(text) = task {
@@ -168,6 +206,9 @@ impl<'a, 'm> Agent<'a, 'm> {
         }
 
         loop {
+            if let Some(msg) = self.pool_dry() {
+                return self.finish(StopReason::MaxTokens, msg, None, &counters, start);
+            }
             if self.setup.cancel.is_cancelled() {
                 return self.finish(StopReason::Interrupted, "interrupted (Ctrl-C)".into(), None, &counters, start);
             }
@@ -201,15 +242,22 @@ impl<'a, 'm> Agent<'a, 'm> {
                     );
                 }
             }
+            let events = self.events.clone();
+            let tell = move |piece: &str| drop(events.send(Event::Token { text: piece.to_string() }));
             let req = TurnRequest {
                 messages: &self.messages,
                 max_tokens: budgets.max_reply_tokens,
                 cancel: &self.setup.cancel,
                 deadline,
                 answer_only,
+                on_token: self.setup.stream_tokens.then_some(&tell as &dyn Fn(&str)),
             };
             let reply = match self.model.complete(&req) {
                 Ok(r) => r,
+                Err(ModelError::Cancelled) if self.pool_dry().is_some() => {
+                    let msg = self.pool_dry().unwrap_or_default();
+                    return self.finish(StopReason::MaxTokens, msg, None, &counters, start);
+                }
                 Err(ModelError::Cancelled) if self.setup.cancel.is_cancelled() => {
                     return self.finish(
                         StopReason::Interrupted,
@@ -252,7 +300,10 @@ impl<'a, 'm> Agent<'a, 'm> {
                 }
             };
             counters.turns += 1;
-            counters.tokens += u64::from(reply.usage.evaluated_tokens) + u64::from(reply.usage.generated_tokens);
+            self.charge(
+                &mut counters,
+                u64::from(reply.usage.evaluated_tokens) + u64::from(reply.usage.generated_tokens),
+            );
 
             let parsed = if reply.cut_off {
                 Err(format!(
@@ -308,13 +359,35 @@ impl<'a, 'm> Agent<'a, 'm> {
                 Ok(Turn::Call(call)) => {
                     let repeated = self.repeats.observe(&call.name, &call.arguments);
                     answer_only = self.setup.repeat_limit > 0 && repeated + 1 >= self.setup.repeat_limit;
-                    let events = self.events.clone();
-                    let on_action = |seq: i64, tool: &str, arguments: &Value| {
-                        let _ =
-                            events.send(Event::ToolCall { seq, tool: tool.to_string(), arguments: arguments.clone() });
+                    let limit = budgets.max_tokens;
+                    let mut tokens_left = limit.saturating_sub(counters.tokens);
+                    if let Some(link) = &self.setup.subagent {
+                        tokens_left = tokens_left.min(link.pool.limit().saturating_sub(link.pool.used()));
+                    }
+                    let left = Allowance {
+                        budgets,
+                        tokens_left,
+                        deadline,
+                        cancel: self.setup.cancel.clone(),
+                        running: self.running.clone(),
                     };
-                    let outcome = match dispatch::execute_with(self.setup.registry, &self.setup.tools, &call, on_action)
-                    {
+                    let delegate = Subagents::new(&mut *self.model, self.events.clone(), left);
+                    let ctx = ToolContext { delegate: Some(&delegate), ..self.setup.tools };
+                    let (events, wrap) = (self.events.clone(), self.setup.subagent.as_ref());
+                    let session = self.setup.tools.session.id();
+                    let on_action = |seq: i64, tool: &str, arguments: &Value| {
+                        delegate.set_action(seq);
+                        let e = Event::ToolCall { seq, tool: tool.to_string(), arguments: arguments.clone() };
+                        let _ = events.send(match wrap {
+                            Some(link) => subagent::wrap(link, session, e),
+                            None => e,
+                        });
+                    };
+                    let result = dispatch::execute_with(self.setup.registry, &ctx, &call, on_action);
+                    let spent = delegate.spent();
+                    drop(delegate);
+                    self.charge(&mut counters, spent);
+                    let outcome = match result {
                         Ok(o) => o,
                         Err(fault) => {
                             return self.finish(
@@ -373,7 +446,7 @@ impl<'a, 'm> Agent<'a, 'm> {
         match result {
             Ok(None) => Ok(()),
             Ok(Some(c)) => {
-                counters.tokens += u64::from(c.usage.evaluated_tokens) + u64::from(c.usage.generated_tokens);
+                self.charge(counters, u64::from(c.usage.evaluated_tokens) + u64::from(c.usage.generated_tokens));
                 let seq = self
                     .record(EventKind::Compaction, c.record.clone())
                     .map_err(|e| (StopReason::InternalError, format!("cannot record the compaction: {e:#}")))?;
@@ -415,7 +488,7 @@ impl<'a, 'm> Agent<'a, 'm> {
             tokens: c.tokens,
             wall_ms,
         });
-        Ok(RunOutcome { reason, message, answer })
+        Ok(RunOutcome { reason, message, answer, turns: c.turns, tokens: c.tokens })
     }
 
     /// Record the loss of a call's result and tell the model.

@@ -44,6 +44,10 @@ pub struct BenchArgs {
     /// Measure the time to compact a conversation that fills the window (--ctx, default 8192).
     #[arg(long)]
     compaction: bool,
+    /// Measure N subagents decoding at once (one context, N sequences) against the same N one
+    /// after another: aggregate generation tokens/s (-n tokens each, -r reps).
+    #[arg(long, value_name = "N")]
+    subagents: Option<u32>,
     /// With --compaction: the context window.
     #[arg(long, value_name = "N", default_value_t = 8192)]
     ctx: u32,
@@ -66,6 +70,9 @@ fn rate(samples: &[(u32, Duration)]) -> (f64, f64) {
 pub fn run(a: BenchArgs) -> Result<u8, Failure> {
     if a.sandbox {
         return super::bench_sandbox::run(a.boots.max(1), a.calls.max(1), a.json);
+    }
+    if let Some(n) = a.subagents {
+        return super::bench_subagents::run(a.model.as_deref(), a.threads, n.clamp(1, 8), a.n_gen, a.reps, a.json);
     }
     if a.compaction {
         return super::bench_compact::run(a.model.as_deref(), a.threads, a.ctx, a.json);

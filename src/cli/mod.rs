@@ -4,13 +4,15 @@ mod approve;
 mod bench_cmd;
 mod bench_compact;
 mod bench_sandbox;
+mod bench_subagents;
+mod chat_cmd;
 mod doctor_cmd;
 mod render;
 mod run_cmd;
 mod sessions_cmd;
 mod tool_cmd;
 
-use std::io::Write as _;
+use std::io::{IsTerminal as _, Write as _};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -44,17 +46,20 @@ pub mod exit {
     name = "abhed",
     version,
     about = "An offline coding agent driven by a local model",
-    arg_required_else_help = true
+    after_help = "Without a command, on a terminal: the interactive mode (abhed chat)."
 )]
 struct Cli {
     #[command(subcommand)]
-    command: Command,
+    command: Option<Command>,
 }
 
 #[derive(Subcommand)]
 enum Command {
     /// Run a task to its end on the local model: the final answer on stdout, progress on stderr.
     Run(run_cmd::RunArgs),
+    /// The interactive mode: tasks and follow-ups typed at a prompt, replies streamed as the
+    /// model writes them, approvals asked here, Ctrl-C stops the turn.
+    Chat(chat_cmd::ChatArgs),
     /// Measure the local model's speed here, as llama-bench does, and the grammar's cost.
     Bench(bench_cmd::BenchArgs),
     /// List, show, export, verify and resume sessions.
@@ -92,8 +97,17 @@ pub fn main() -> ExitCode {
         }
     };
     init_tracing();
-    let result = match cli.command {
+    let command = match cli.command {
+        Some(c) => c,
+        None if std::io::stdin().is_terminal() => Command::Chat(chat_cmd::ChatArgs::default()),
+        None => {
+            let _ = <Cli as clap::CommandFactory>::command().print_help();
+            return ExitCode::from(exit::USAGE);
+        }
+    };
+    let result = match command {
         Command::Run(args) => run_cmd::run(args),
+        Command::Chat(args) => chat_cmd::run(args),
         Command::Bench(args) => bench_cmd::run(args),
         Command::Sessions(cmd) => sessions_cmd::run(cmd),
         Command::Tool(args) => tool_cmd::run(args),

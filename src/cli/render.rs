@@ -14,6 +14,8 @@ use super::{Failure, print_stdout};
 pub struct Renderer {
     json: bool,
     bar: Option<ProgressBar>,
+    /// A streamed reply is on the current stderr line.
+    streaming: bool,
 }
 
 /// The most characters of a tool result shown on one progress line.
@@ -21,7 +23,7 @@ const PREVIEW_CHARS: usize = 160;
 
 impl Renderer {
     pub fn new(json: bool) -> Self {
-        Renderer { json, bar: None }
+        Renderer { json, bar: None, streaming: false }
     }
 
     pub fn render(&mut self, ev: &Event) -> Result<(), Failure> {
@@ -55,7 +57,21 @@ impl Renderer {
     }
 
     fn human(&mut self, ev: &Event) -> Result<(), Failure> {
+        if let Event::Token { text } = ev {
+            let mut e = std::io::stderr();
+            if !self.streaming {
+                let _ = write!(e, "  ");
+                self.streaming = true;
+            }
+            let _ = write!(e, "{}", text.replace('\n', "\n  "));
+            let _ = e.flush();
+            return Ok(());
+        }
+        if std::mem::take(&mut self.streaming) {
+            err("");
+        }
         match ev {
+            Event::Token { .. } => {}
             Event::Loading { .. } => {}
             Event::Session { session, workspace, resumed } => {
                 let how = if *resumed { "resumed" } else { "new" };
@@ -134,6 +150,11 @@ impl Renderer {
                 };
                 err(&format!("  <- {head}: {}", preview(output)));
             }
+            Event::Subagent { index, description, agent_type, event, .. } => {
+                if let Some(line) = subagent_line(event) {
+                    err(&format!("    [{} {agent_type}: {}] {line}", index + 1, preview(description)));
+                }
+            }
             Event::RunEnd { reason, message, answer, turns, tokens, wall_ms, .. } => {
                 let summary = format!("{} turns, {tokens} tokens, {:.1} s", turns, *wall_ms as f64 / 1000.0);
                 match reason {
@@ -151,6 +172,28 @@ impl Renderer {
         }
         Ok(())
     }
+}
+
+/// What a person sees of a subagent's event: its calls, their results and its end. Its
+/// answer goes to its parent, never to stdout.
+fn subagent_line(ev: &Event) -> Option<String> {
+    Some(match ev {
+        Event::Session { session, .. } => format!("started, session {session}"),
+        Event::ToolCall { tool, arguments, .. } => format!("-> {tool} {}", preview(&compact(arguments))),
+        Event::ToolResult { ok, output, error_code, .. } => {
+            let head =
+                if *ok { "ok".to_string() } else { format!("error {}", error_code.as_deref().unwrap_or_default()) };
+            format!("<- {head}: {}", preview(output))
+        }
+        Event::ModelTurn { kind: TurnKind::Invalid, feedback, .. } => {
+            format!("invalid reply: {}", preview(feedback.as_deref().unwrap_or_default()))
+        }
+        Event::RunEnd { reason, message, turns, tokens, .. } => {
+            format!("{}: {message} ({turns} turns, {tokens} tokens)", reason.as_str().replace('_', " "))
+        }
+        Event::Subagent { event, .. } => subagent_line(event)?,
+        _ => return None,
+    })
 }
 
 fn compact(v: &Value) -> String {

@@ -90,30 +90,32 @@ pub struct RunArgs {
 
 /// What a run does to plan mode before it starts.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum PlanMode {
+pub(super) enum PlanMode {
     Keep,
     Start,
     Accept,
 }
 
 /// The model a run uses, resolved from flags and config.
-enum ModelSpec {
+pub(super) enum ModelSpec {
     Llama(LlamaParams),
     OpenAi(OpenAiParams),
     Scripted(PathBuf),
 }
 
 /// What the loop thread needs to start.
-struct Plan {
-    store_path: PathBuf,
-    workspace: PathBuf,
+pub(super) struct Plan {
+    pub(super) store_path: PathBuf,
+    pub(super) workspace: PathBuf,
     /// A session to resume; `None` starts one.
-    session: Option<String>,
-    config: Config,
-    spec: ModelSpec,
-    budgets: Budgets,
-    op: Op,
-    plan_mode: PlanMode,
+    pub(super) session: Option<String>,
+    pub(super) config: Config,
+    pub(super) spec: ModelSpec,
+    pub(super) budgets: Budgets,
+    pub(super) op: Op,
+    pub(super) plan_mode: PlanMode,
+    /// Stream the model's replies as `token` events (interactive mode).
+    pub(super) stream: bool,
 }
 
 pub fn run(a: RunArgs) -> Result<u8, Failure> {
@@ -220,7 +222,7 @@ fn resume_inner(r: ResumeArgs) -> Result<u8, Failure> {
     execute(plan, json)
 }
 
-fn plan(
+pub(super) fn plan(
     workspace: PathBuf,
     session: Option<String>,
     config: Config,
@@ -277,7 +279,7 @@ fn plan(
     if budgets.max_turns == 0 || budgets.max_reply_tokens == 0 {
         return Err(Failure::usage("--max-turns and --max-reply-tokens must be at least 1"));
     }
-    Ok(Plan { store_path, workspace, session, config, spec, budgets, op, plan_mode: PlanMode::Keep })
+    Ok(Plan { store_path, workspace, session, config, spec, budgets, op, plan_mode: PlanMode::Keep, stream: false })
 }
 
 /// Run the plan on the loop thread and render its events here.
@@ -329,7 +331,12 @@ pub fn exit_code(r: StopReason) -> u8 {
 }
 
 /// The loop thread: load the model, open the session, serve the operation.
-fn drive(plan: Plan, cancel: Cancel, ops: mpsc::Receiver<Op>, events: mpsc::Sender<Event>) -> Result<(), Failure> {
+pub(super) fn drive(
+    plan: Plan,
+    cancel: Cancel,
+    ops: mpsc::Receiver<Op>,
+    events: mpsc::Sender<Event>,
+) -> Result<(), Failure> {
     let store = Store::open(&plan.store_path).map_err(|e| Failure::internal(&e))?;
     let registry = Registry::native();
     let schema = TurnSchema::new(&registry);
@@ -411,11 +418,14 @@ fn serve(
             session: &session,
             sandbox: &sandbox,
             approvals: &approvals,
+            delegate: None,
         },
         budgets: plan.budgets,
         working_budget: plan.config.run.working_budget,
         repeat_limit: plan.config.run.repeat_limit,
         cancel,
+        subagent: None,
+        stream_tokens: plan.stream,
     };
     let mut agent = Agent::new(model, setup, events).map_err(|e| Failure::internal(&e))?;
     agent.serve(ops).map_err(|e| Failure::internal(&e))

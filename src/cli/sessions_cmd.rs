@@ -54,7 +54,10 @@ pub fn run(cmd: SessionsCmd) -> Result<u8, Failure> {
                 if json {
                     out.push_str(&serde_json::to_string(&s).unwrap_or_default());
                 } else {
-                    let task = s.task.as_deref().map(one_line).unwrap_or_else(|| "(tool calls only)".into());
+                    let mut task = s.task.as_deref().map(one_line).unwrap_or_else(|| "(tool calls only)".into());
+                    if let Some(parent) = &s.parent {
+                        task = format!("[subagent of {parent}] {task}");
+                    }
                     let stop = s.stop_reason.as_deref().unwrap_or("-");
                     out.push_str(&format!("{}  {}  {:>5} events  {:<13} {}", s.id, s.created_at, s.events, stop, task));
                 }

@@ -117,6 +117,7 @@ pub fn run(a: ToolArgs) -> Result<u8, Failure> {
         session: &session,
         sandbox: &sandbox,
         approvals: &approvals,
+        delegate: None,
     };
 
     let call = ToolCall { name, arguments: raw_args };

@@ -159,6 +159,7 @@ pub fn run_case(case: &Case, bless: bool) -> Result<CaseReport> {
         session: &session,
         sandbox: &sandbox,
         approvals: &approvals,
+        delegate: None,
     };
     let registry = Registry::native();
 

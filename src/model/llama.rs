@@ -13,6 +13,7 @@
 //! context borrows the model.
 
 mod bench;
+mod parallel;
 
 use std::num::NonZeroU32;
 use std::path::PathBuf;
@@ -148,20 +149,65 @@ impl LlamaEngine {
         Ok(LlamaEngine { model, params, sha256, template, template_name })
     }
 
-    /// A context for one conversation.
-    pub fn session(&self, schema: &TurnSchema) -> Result<LlamaSession<'_>> {
+    /// The chat template applied to `messages`, tokenized.
+    fn render(&self, messages: &[Message], add_assistant: bool) -> Result<Vec<LlamaToken>> {
+        let chat = messages.iter().map(|m| chat_message(m.role.as_str(), &m.content)).collect::<Result<Vec<_>>>()?;
+        let text = self
+            .model
+            .apply_chat_template(&self.template, &chat, add_assistant)
+            .map_err(|e| anyhow!("cannot apply the chat template: {e}"))?;
+        Ok(self.model.vocab().tokenize(text.as_bytes(), true, true))
+    }
+
+    /// A turn's prompt, tokenized, checked to leave room for its reply in `n_ctx`.
+    fn turn_prompt(&self, req: &TurnRequest<'_>, n_ctx: u32) -> Result<Vec<LlamaToken>, ModelError> {
+        let prompt = self.render(req.messages, true)?;
+        if prompt.is_empty() {
+            return Err(ModelError::Fault(anyhow!("the chat template rendered an empty prompt")));
+        }
+        let needed = prompt.len() as u32 + req.max_tokens;
+        if needed > n_ctx {
+            return Err(ModelError::ContextFull { needed, prompt: prompt.len() as u32, reply: req.max_tokens, n_ctx });
+        }
+        Ok(prompt)
+    }
+
+    fn info(&self, n_ctx: u32, threads: u32) -> ModelInfo {
         let p = &self.params;
-        let n_ctx = p.settings.n_ctx.unwrap_or_else(|| self.model.n_ctx_train().min(DEFAULT_MAX_CTX));
-        let threads = p.settings.n_threads.unwrap_or_else(physical_cores).max(1);
+        ModelInfo {
+            adapter: "llama".into(),
+            name: p.path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
+            location: p.path.display().to_string(),
+            sha256: Some(self.sha256.clone()),
+            n_ctx: Some(n_ctx),
+            template: Some(self.template_name.clone()),
+            threads: Some(threads),
+        }
+    }
+
+    /// Context parameters for `n_ctx` tokens in all, split over `n_seq` sequences.
+    fn context_params(&self, n_ctx: u32, n_seq: u32, threads: u32) -> Result<LlamaContextParams> {
+        let p = &self.params;
         let kv = kv_type(&p.settings.kv_type)?;
-        let cparams = LlamaContextParams::default()
+        Ok(LlamaContextParams::default()
             .with_n_ctx(NonZeroU32::new(n_ctx))
+            .with_n_seq_max(n_seq)
+            // A cache per sequence: each attends over its own cells, not over all of them.
+            .with_kv_unified(false)
             .with_n_batch(p.settings.n_batch)
             .with_n_ubatch(p.settings.n_batch)
             .with_n_threads(threads as i32)
             .with_n_threads_batch(threads as i32)
             .with_type_k(kv)
-            .with_type_v(kv);
+            .with_type_v(kv))
+    }
+
+    /// A context for one conversation.
+    pub fn session(&self, schema: &TurnSchema) -> Result<LlamaSession<'_>> {
+        let p = &self.params;
+        let n_ctx = p.settings.n_ctx.unwrap_or_else(|| self.model.n_ctx_train().min(DEFAULT_MAX_CTX));
+        let threads = p.settings.n_threads.unwrap_or_else(physical_cores).max(1);
+        let cparams = self.context_params(n_ctx, 1, threads)?;
         let ctx = self.model.new_context(backend()?, cparams).map_err(|e| {
             anyhow!("llama.cpp could not create a context of {n_ctx} tokens ({e}); lower --ctx or model.n_ctx")
         })?;
@@ -176,6 +222,7 @@ impl LlamaEngine {
             gbnf_answer,
             cached: Vec::new(),
             prompt_cache_used: false,
+            pool: None,
         })
     }
 
@@ -209,12 +256,19 @@ pub struct LlamaSession<'m> {
     cached: Vec<LlamaToken>,
     /// Whether the disk cache of the system prompt was tried (once per session).
     prompt_cache_used: bool,
+    /// The context subagents run in, made at the first `task` call.
+    pool: Option<parallel::Pool<'m>>,
 }
 
 impl LlamaSession<'_> {
     /// The CPU threads the context runs on.
     pub fn threads(&self) -> u32 {
         self.threads
+    }
+
+    /// The most subagent sequences one decode has carried so far (0 before the first `task`).
+    pub fn subagent_batch_width(&self) -> usize {
+        self.pool.as_ref().map_or(0, |p| p.widest)
     }
 
     /// Whether `reply` is a complete turn under the turn grammar, fed through it token by token
@@ -235,13 +289,7 @@ impl LlamaSession<'_> {
 
     /// The chat template applied to `messages`, tokenized.
     fn tokenize(&self, messages: &[Message], add_assistant: bool) -> Result<Vec<LlamaToken>> {
-        let chat = messages.iter().map(|m| chat_message(m.role.as_str(), &m.content)).collect::<Result<Vec<_>>>()?;
-        let text = self
-            .engine
-            .model
-            .apply_chat_template(&self.engine.template, &chat, add_assistant)
-            .map_err(|e| anyhow!("cannot apply the chat template: {e}"))?;
-        Ok(self.engine.model.vocab().tokenize(text.as_bytes(), true, true))
+        self.engine.render(messages, add_assistant)
     }
 
     /// Evaluate `tokens` at positions `start..`, keeping the logits of the last one.
@@ -327,16 +375,15 @@ impl LlamaSession<'_> {
 
 impl Model for LlamaSession<'_> {
     fn describe(&self) -> ModelInfo {
-        let p = &self.engine.params;
-        ModelInfo {
-            adapter: "llama".into(),
-            name: p.path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
-            location: p.path.display().to_string(),
-            sha256: Some(self.engine.sha256.clone()),
-            n_ctx: Some(self.n_ctx),
-            template: Some(self.engine.template_name.clone()),
-            threads: Some(self.threads),
+        self.engine.info(self.n_ctx, self.threads)
+    }
+
+    fn run_parallel<'s>(&mut self, jobs: Vec<super::Job<'s>>) -> Result<(), ModelError> {
+        if self.pool.is_none() {
+            self.pool = Some(parallel::Pool::new(self.engine, self.n_ctx, self.threads)?);
         }
+        let Some(pool) = self.pool.as_mut() else { return Ok(()) };
+        pool.run(&self.gbnf, &self.gbnf_answer, jobs)
     }
 
     fn n_ctx(&self) -> Option<u32> {
@@ -349,19 +396,7 @@ impl Model for LlamaSession<'_> {
 
     fn complete(&mut self, req: &TurnRequest<'_>) -> Result<Reply, ModelError> {
         let stop = || req.should_stop();
-        let prompt = self.tokenize(req.messages, true)?;
-        if prompt.is_empty() {
-            return Err(ModelError::Fault(anyhow!("the chat template rendered an empty prompt")));
-        }
-        let needed = prompt.len() as u32 + req.max_tokens;
-        if needed > self.n_ctx {
-            return Err(ModelError::ContextFull {
-                needed,
-                prompt: prompt.len() as u32,
-                reply: req.max_tokens,
-                n_ctx: self.n_ctx,
-            });
-        }
+        let prompt = self.engine.turn_prompt(req, self.n_ctx)?;
         let t0 = Instant::now();
         let mut evaluated = 0;
         if !self.prompt_cache_used && self.cached.is_empty() {
@@ -410,13 +445,14 @@ impl LlamaSession<'_> {
         let mut sampler = TurnSampler::new(model, gbnf, p.settings.temperature, p.settings.seed)?;
         let vocab = model.vocab();
         let mut bytes = Vec::new();
+        let mut streamed = 0;
         let mut out = Generated { text: String::new(), tokens: 0, resamples: 0, cut_off: false };
         let mut batch = LlamaBatch::new(1, 1);
         loop {
             if stop() {
                 return Err(ModelError::Cancelled);
             }
-            let (token, resampled) = sampler.next(&self.ctx, vocab.eos());
+            let (token, resampled) = sampler.next(&self.ctx, -1, vocab.eos());
             out.resamples += u32::from(resampled);
             if vocab.is_eog(token) {
                 break;
@@ -424,6 +460,18 @@ impl LlamaSession<'_> {
             sampler.accept(token);
             out.tokens += 1;
             vocab.token_to_piece_into(token, &mut bytes, false, None);
+            if let Some(tell) = req.on_token {
+                // Only whole characters: a token can end inside one.
+                let fresh = &bytes[streamed..];
+                let whole = match std::str::from_utf8(fresh) {
+                    Ok(s) => s,
+                    Err(e) => std::str::from_utf8(&fresh[..e.valid_up_to()]).unwrap_or_default(),
+                };
+                if !whole.is_empty() {
+                    tell(whole);
+                    streamed += whole.len();
+                }
+            }
             if out.tokens >= req.max_tokens {
                 out.cut_off = true;
                 break;
@@ -470,17 +518,18 @@ impl TurnSampler {
         one.data.first().is_some_and(|d| d.logit().is_finite())
     }
 
-    /// The next token, and whether the grammar had to correct the model's own pick.
-    pub(crate) fn next(&mut self, ctx: &LlamaContext<'_>, eos: LlamaToken) -> (LlamaToken, bool) {
-        let Some(chain) = self.chain.as_mut() else { return self.next_greedy(ctx, eos) };
-        let mut cands = LlamaTokenDataArray::from_iter(ctx.candidates_ith(-1), false);
+    /// The next token from the logits of the batch's token `idx` (-1: the last), and whether
+    /// the grammar had to correct the model's own pick.
+    pub(crate) fn next(&mut self, ctx: &LlamaContext<'_>, idx: i32, eos: LlamaToken) -> (LlamaToken, bool) {
+        let Some(chain) = self.chain.as_mut() else { return self.next_greedy(ctx, idx, eos) };
+        let mut cands = LlamaTokenDataArray::from_iter(ctx.candidates_ith(idx), false);
         cands.apply_sampler(chain);
         if let Some(token) = cands.selected_token()
             && self.accepts(token)
         {
             return (token, false);
         }
-        let mut cands = LlamaTokenDataArray::from_iter(ctx.candidates_ith(-1), false);
+        let mut cands = LlamaTokenDataArray::from_iter(ctx.candidates_ith(idx), false);
         cands.apply_sampler(&mut self.grammar);
         if let Some(chain) = self.chain.as_mut() {
             cands.apply_sampler(chain);
@@ -489,8 +538,8 @@ impl TurnSampler {
         (cands.selected_token().unwrap_or(eos), true)
     }
 
-    fn next_greedy(&mut self, ctx: &LlamaContext<'_>, eos: LlamaToken) -> (LlamaToken, bool) {
-        let logits = ctx.get_logits_ith(-1);
+    fn next_greedy(&mut self, ctx: &LlamaContext<'_>, idx: i32, eos: LlamaToken) -> (LlamaToken, bool) {
+        let logits = ctx.get_logits_ith(idx);
         let best = logits.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1)).map(|(i, _)| i).unwrap_or(0);
         if self.accepts(LlamaToken(best as i32)) {
             return (LlamaToken(best as i32), false);
@@ -509,7 +558,7 @@ impl TurnSampler {
         if let Some(d) = cands.data.iter().find(|d| d.logit().is_finite()) {
             return (d.id(), true);
         }
-        let mut cands = LlamaTokenDataArray::from_iter(ctx.candidates_ith(-1), false);
+        let mut cands = LlamaTokenDataArray::from_iter(ctx.candidates_ith(idx), false);
         cands.apply_sampler(&mut self.grammar);
         let best = cands.data.iter().filter(|d| d.logit().is_finite()).max_by(|a, b| a.logit().total_cmp(&b.logit()));
         (best.map(LlamaTokenData::id).unwrap_or(eos), true)

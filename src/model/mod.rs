@@ -73,6 +73,9 @@ pub struct TurnRequest<'a> {
     /// Only a final answer is allowed this turn: the loop's repeat guard, after the model made
     /// the same call too many times in a row. Adapters with a grammar enforce it.
     pub answer_only: bool,
+    /// Told each piece of the reply as it is generated (interactive mode streams them), where
+    /// the adapter generates token by token.
+    pub on_token: Option<&'a dyn Fn(&str)>,
 }
 
 impl TurnRequest<'_> {
@@ -140,6 +143,22 @@ pub trait Model {
     fn count_tokens(&self, messages: &[Message]) -> Result<Option<u32>, ModelError>;
     /// One assistant turn.
     fn complete(&mut self, req: &TurnRequest<'_>) -> Result<Reply, ModelError>;
+    /// Run `jobs` (subagents), each on a fresh conversation through the model it is handed,
+    /// and return when all have ended. The llama adapter runs them at once, as parallel
+    /// sequences of one context; the others run them one after another ([`run_in_turn`]).
+    fn run_parallel<'s>(&mut self, jobs: Vec<Job<'s>>) -> Result<(), ModelError>;
+}
+
+/// One conversation run by [`Model::run_parallel`]: it gets a model of its own for its turns.
+pub type Job<'s> = Box<dyn FnOnce(&mut dyn Model) + Send + 's>;
+
+/// [`Model::run_parallel`] for an adapter without a state of its own per conversation: each job
+/// in turn, on the same model.
+pub fn run_in_turn(model: &mut dyn Model, jobs: Vec<Job<'_>>) -> Result<(), ModelError> {
+    for job in jobs {
+        job(model);
+    }
+    Ok(())
 }
 
 /// Facts about a model, for the record and for people.
@@ -158,22 +177,35 @@ pub struct ModelInfo {
     pub threads: Option<u32>,
 }
 
-/// A cancellation flag shared by the loop, the adapter and the Ctrl-C handler.
+/// A cancellation flag shared by the loop, the adapter and the Ctrl-C handler. A child flag
+/// (a group of subagents) is also cancelled by its parent's, but cancelling it leaves the parent
+/// running.
 #[derive(Debug, Clone, Default)]
-pub struct Cancel(Arc<AtomicBool>);
+pub struct Cancel {
+    flag: Arc<AtomicBool>,
+    parent: Option<Box<Cancel>>,
+}
 
 impl Cancel {
     pub fn new() -> Self {
         Cancel::default()
     }
+    /// A flag that is cancelled with this one, or on its own.
+    pub fn child(&self) -> Cancel {
+        Cancel { flag: Arc::default(), parent: Some(Box::new(self.clone())) }
+    }
     pub fn cancel(&self) {
-        self.0.store(true, Ordering::SeqCst);
+        self.flag.store(true, Ordering::SeqCst);
     }
     pub fn is_cancelled(&self) -> bool {
-        self.0.load(Ordering::SeqCst)
+        self.flag.load(Ordering::SeqCst) || self.parent.as_ref().is_some_and(|p| p.is_cancelled())
     }
     /// The flag itself, for a signal handler.
     pub fn flag(&self) -> Arc<AtomicBool> {
-        self.0.clone()
+        self.flag.clone()
+    }
+    /// Clear this flag (not its parent's): interactive mode stops a turn on Ctrl-C, then goes on.
+    pub fn reset(&self) {
+        self.flag.store(false, Ordering::SeqCst);
     }
 }

@@ -134,6 +134,11 @@ impl Model for OpenAi {
         Ok(None)
     }
 
+    // One after another: the endpoint serves one request of ours at a time.
+    fn run_parallel<'s>(&mut self, jobs: Vec<super::Job<'s>>) -> Result<(), ModelError> {
+        super::run_in_turn(self, jobs)
+    }
+
     fn complete(&mut self, req: &TurnRequest<'_>) -> Result<Reply, ModelError> {
         let body = self.body(req);
         let agent = self.agent.clone();

@@ -7,7 +7,9 @@
 //! - `#sleep MS`: the next reply takes MS milliseconds (it notices Ctrl-C and the deadline);
 //! - `#fault TEXT`: the next turn fails as an internal fault with TEXT;
 //! - `#context-full`: the next turn fails as if the context window were full;
-//! - `#n-ctx N`: the model reports a context window of N tokens (for the preflight).
+//! - `#n-ctx N`: the model reports a context window of N tokens (for the preflight);
+//! - `#expect-prompt TEXT` / `#reject-prompt TEXT`: the next reply's prompt must (must not)
+//!   contain TEXT (`\n` for a newline), else the turn fails as a fault.
 //!
 //! A reply "costs" one token per four bytes, so token budgets can be tested.
 
@@ -20,7 +22,7 @@ use super::{Message, Model, ModelError, ModelInfo, Reply, TurnRequest, Usage};
 
 #[derive(Debug, Clone)]
 enum Step {
-    Reply { text: String, sleep_ms: u64, expect: Vec<String> },
+    Reply { text: String, sleep_ms: u64, expect: Vec<String>, reject: Vec<String> },
     Fault(String),
     ContextFull,
 }
@@ -43,6 +45,7 @@ impl Scripted {
         let mut sleep_ms = 0;
         let mut n_ctx = None;
         let mut expect = Vec::new();
+        let mut reject = Vec::new();
         for (n, line) in text.lines().enumerate() {
             let line = line.trim();
             if line.is_empty() || line.starts_with("//") {
@@ -63,12 +66,20 @@ impl Scripted {
                 // The prompt of the next reply must contain this text (tests of what the model
                 // is shown, e.g. after compaction).
                 expect.push(text.replace("\\n", "\n"));
+            } else if let Some(text) = line.strip_prefix("#reject-prompt ") {
+                // ... and must not (a subagent's fresh context holds none of its parent's turns).
+                reject.push(text.replace("\\n", "\n"));
             } else if line == "#context-full" {
                 steps.push(Step::ContextFull);
             } else if line.starts_with('#') {
                 return Err(anyhow!("{}:{}: unknown directive {line}", path.display(), n + 1));
             } else {
-                steps.push(Step::Reply { text: line.to_string(), sleep_ms, expect: std::mem::take(&mut expect) });
+                steps.push(Step::Reply {
+                    text: line.to_string(),
+                    sleep_ms,
+                    expect: std::mem::take(&mut expect),
+                    reject: std::mem::take(&mut reject),
+                });
                 sleep_ms = 0;
             }
         }
@@ -98,6 +109,11 @@ impl Model for Scripted {
         Ok(Some(messages.iter().map(|m| tokens(&m.content)).sum()))
     }
 
+    // In turn, so a script lists each subagent's turns after the parent's task call.
+    fn run_parallel<'s>(&mut self, jobs: Vec<super::Job<'s>>) -> Result<(), ModelError> {
+        super::run_in_turn(self, jobs)
+    }
+
     fn complete(&mut self, req: &TurnRequest<'_>) -> Result<Reply, ModelError> {
         let step = self.steps.get(self.next).cloned().ok_or_else(|| {
             anyhow!("the script {} has no turn {} (it has {})", self.path.display(), self.next + 1, self.steps.len())
@@ -106,12 +122,18 @@ impl Model for Scripted {
         match step {
             Step::Fault(msg) => Err(ModelError::Fault(anyhow!("scripted fault: {msg}"))),
             Step::ContextFull => Err(ModelError::ContextFull { needed: 2, prompt: 1, reply: 1, n_ctx: 1 }),
-            Step::Reply { text, sleep_ms, expect } => {
+            Step::Reply { text, sleep_ms, expect, reject } => {
                 let prompt_text: String =
                     req.messages.iter().map(|m| m.content.as_str()).collect::<Vec<_>>().join("\n");
                 if let Some(missing) = expect.iter().find(|e| !prompt_text.contains(e.as_str())) {
                     return Err(ModelError::Fault(anyhow!(
                         "scripted turn {}: the prompt does not contain {missing:?}",
+                        self.next
+                    )));
+                }
+                if let Some(found) = reject.iter().find(|r| prompt_text.contains(r.as_str())) {
+                    return Err(ModelError::Fault(anyhow!(
+                        "scripted turn {}: the prompt contains {found:?}",
                         self.next
                     )));
                 }
@@ -121,6 +143,9 @@ impl Model for Scripted {
                         return Err(ModelError::Cancelled);
                     }
                     std::thread::sleep(Duration::from_millis(10));
+                }
+                if let Some(tell) = req.on_token {
+                    tell(&text);
                 }
                 let prompt = self.count_tokens(req.messages)?.unwrap_or(0);
                 let usage = Usage {

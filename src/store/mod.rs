@@ -116,6 +116,8 @@ pub struct SessionSummary {
     pub task: Option<String>,
     /// The last run's stop reason; `None` when no run ended (still running, or killed).
     pub stop_reason: Option<String>,
+    /// For a subagent's session: the session that spawned it.
+    pub parent: Option<String>,
 }
 
 /// An event as committed.
@@ -185,11 +187,20 @@ impl Store {
 
     /// Start a new session for `workspace`.
     pub fn create_session(&self, workspace: &Path) -> Result<Session<'_>> {
+        self.insert_session(workspace, None)
+    }
+
+    /// Start the session of a subagent spawned by session `parent`.
+    pub fn create_child_session(&self, workspace: &Path, parent: &str) -> Result<Session<'_>> {
+        self.insert_session(workspace, Some(parent))
+    }
+
+    fn insert_session(&self, workspace: &Path, parent: Option<&str>) -> Result<Session<'_>> {
         let id = new_session_id();
         self.conn
             .execute(
-                "INSERT INTO sessions (id, created_at, workspace) VALUES (?1, ?2, ?3)",
-                params![id, now_rfc3339(), workspace.display().to_string()],
+                "INSERT INTO sessions (id, created_at, workspace, parent_id) VALUES (?1, ?2, ?3, ?4)",
+                params![id, now_rfc3339(), workspace.display().to_string(), parent],
             )
             .context("cannot create a session")?;
         Ok(Session { store: self, id, workspace: workspace.to_path_buf() })
@@ -201,7 +212,8 @@ impl Store {
             "SELECT s.id, s.created_at, s.workspace,
                     (SELECT COUNT(*) FROM events e WHERE e.session_id = s.id),
                     (SELECT payload FROM events e WHERE e.session_id = s.id AND e.kind = 'task' ORDER BY seq LIMIT 1),
-                    (SELECT payload FROM events e WHERE e.session_id = s.id ORDER BY seq DESC LIMIT 1)
+                    (SELECT payload FROM events e WHERE e.session_id = s.id ORDER BY seq DESC LIMIT 1),
+                    s.parent_id
              FROM sessions s ORDER BY s.created_at DESC, s.id DESC",
         )?;
         let rows = stmt.query_map([], |r| {
@@ -212,11 +224,12 @@ impl Store {
                 r.get::<_, i64>(3)?,
                 r.get::<_, Option<String>>(4)?,
                 r.get::<_, Option<String>>(5)?,
+                r.get::<_, Option<String>>(6)?,
             ))
         })?;
         let mut out = Vec::new();
         for row in rows {
-            let (id, created_at, workspace, events, task, last) = row?;
+            let (id, created_at, workspace, events, task, last, parent) = row?;
             let field = |text: Option<String>, key: &str| {
                 text.and_then(|t| serde_json::from_str::<Value>(&t).ok())
                     .and_then(|v| v.get(key).and_then(Value::as_str).map(str::to_string))
@@ -228,6 +241,7 @@ impl Store {
                 events,
                 task: field(task, "text"),
                 stop_reason: field(last, "reason"),
+                parent,
             });
         }
         Ok(out)
@@ -359,6 +373,11 @@ impl Session<'_> {
             prev = hash;
         }
         Ok(None)
+    }
+
+    /// The store file this session lives in (a subagent's thread opens its own connection).
+    pub fn store_path(&self) -> &Path {
+        self.store.path()
     }
 
     pub(crate) fn conn(&self) -> &Connection {

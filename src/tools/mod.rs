@@ -14,6 +14,7 @@ pub mod grep;
 pub mod plan;
 pub mod read;
 mod suggest;
+pub mod task;
 pub mod todo;
 mod walk;
 pub mod write;
@@ -32,6 +33,7 @@ use crate::store::Session;
 pub use fsutil::FileIdentity;
 
 /// Everything a tool may touch while it runs.
+#[derive(Clone, Copy)]
 pub struct ToolContext<'a> {
     pub workspace: &'a Workspace,
     pub config: &'a Config,
@@ -40,6 +42,8 @@ pub struct ToolContext<'a> {
     pub sandbox: &'a SessionSandbox,
     /// The approval policy and whoever answers its questions.
     pub approvals: &'a Approvals,
+    /// Runs the `task` tool's subagents: set by the agent loop, which holds the model.
+    pub delegate: Option<&'a dyn task::Delegate>,
 }
 
 /// What the model sees after a successful call, plus the facts the envelope reports.
@@ -110,6 +114,16 @@ pub enum ErrorCode {
     ApprovalDenied,
     /// A mutating call while the session is in plan mode.
     PlanMode,
+    /// `task` outside an agent run (no model to run a subagent on).
+    TaskUnavailable,
+    /// A `task` prompt that refers to the parent's conversation.
+    NotSelfContained,
+    /// The run's token budget is spent: no subagent may start.
+    BudgetExhausted,
+    /// More subagents than `task.max_concurrent` at once.
+    TooManySubagents,
+    /// `task` called by a subagent while nested spawning is off.
+    NestedTask,
 }
 
 impl ErrorCode {
@@ -146,6 +160,11 @@ impl ErrorCode {
             ErrorCode::InteractiveCommand => "interactive_command",
             ErrorCode::ApprovalDenied => "approval_denied",
             ErrorCode::PlanMode => "plan_mode",
+            ErrorCode::TaskUnavailable => "task_unavailable",
+            ErrorCode::NotSelfContained => "not_self_contained",
+            ErrorCode::BudgetExhausted => "budget_exhausted",
+            ErrorCode::TooManySubagents => "too_many_subagents",
+            ErrorCode::NestedTask => "nested_task",
         }
     }
 }
@@ -253,8 +272,16 @@ impl Registry {
                 Box::new(plan::Plan),
                 Box::new(todo::Todo),
                 Box::new(bash::Bash),
+                Box::new(task::Task),
             ],
         }
+    }
+
+    /// The native tools named in `names`, in the native order.
+    pub fn only(names: &[&str]) -> Self {
+        let mut r = Registry::native();
+        r.tools.retain(|t| names.contains(&t.name()));
+        r
     }
 
     pub fn get(&self, name: &str) -> Option<&dyn Tool> {

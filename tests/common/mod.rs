@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod cli;
+pub mod scripted;
 
 use std::path::PathBuf;
 
@@ -59,6 +60,7 @@ impl Harness {
             session,
             sandbox: &self.sandbox,
             approvals: &self.approvals,
+            delegate: None,
         };
         execute(&self.registry, &ctx, &ToolCall { name: tool.to_string(), arguments: args.to_string() }).unwrap()
     }

@@ -66,7 +66,14 @@ impl LlamaSession<'_> {
         let t = Instant::now();
         if grammar {
             let cancel = Cancel::new();
-            let req = TurnRequest { messages, max_tokens: n, cancel: &cancel, deadline: None, answer_only: false };
+            let req = TurnRequest {
+                messages,
+                max_tokens: n,
+                cancel: &cancel,
+                deadline: None,
+                answer_only: false,
+                on_token: None,
+            };
             let out = self.generate(&req, &|| false).map_err(|e| anyhow!("{e}"))?;
             return Ok((out.tokens, t.elapsed(), out.resamples));
         }
