@@ -305,3 +305,77 @@ fn subagent_turns_decode_together_in_one_context() {
     }
     assert_eq!(replies[0][0].text, replies[1][0].text);
 }
+
+/// The task tool end to end on the real model: three explore subagents from one call run their
+/// own loops on their own threads, at once on one context, each in a child session linked to
+/// the parent's action, and the parent gets one summary block per subagent.
+#[test]
+fn a_task_call_runs_three_real_subagents_at_once() {
+    use std::sync::Arc;
+
+    use abhed::agent::events::Budgets;
+    use abhed::agent::subagent::{Allowance, Subagents};
+    use abhed::approval::gate::{Approvals, NoOperator};
+    use abhed::config::Config;
+    use abhed::model::llama::{LlamaEngine, LlamaParams};
+    use abhed::model::{Cancel, ToolCall, TurnSchema};
+    use abhed::sandbox::{SessionSandbox, Workspace};
+    use abhed::store::Store;
+    use abhed::tools::ToolContext;
+    let _one = serial();
+    let env = setup();
+    let mut params = LlamaParams::new(model().into());
+    params.settings.n_ctx = Some(4096);
+    params.settings.parallel = 3;
+    let engine = LlamaEngine::load(params, String::new(), |_| {}).unwrap();
+    let registry = Registry::native();
+    let mut llama = engine.session(&TurnSchema::new(&registry)).unwrap();
+    std::fs::create_dir_all(&env.home).unwrap();
+    let store = Store::open(&env.home.join("abhed.db")).unwrap();
+    let session = store.create_session(&env.ws).unwrap();
+    let config = Config::default();
+    let workspace = Workspace::new(&env.ws, &[]).unwrap();
+    let sandbox = SessionSandbox::new(&config.sandbox, &workspace);
+    let (approvals, _) = Approvals::from_config(&config, Box::new(NoOperator)).unwrap();
+    let (events, rx) = std::sync::mpsc::channel();
+    let budgets = Budgets { max_turns: 10, max_tokens: 200_000, max_wall_ms: None, max_reply_tokens: 96 };
+    let left =
+        Allowance { budgets, tokens_left: 200_000, deadline: None, cancel: Cancel::new(), running: Arc::default() };
+    let delegate = Subagents::new(&mut llama, events, left);
+    let ctx = ToolContext {
+        workspace: &workspace,
+        config: &config,
+        session: &session,
+        sandbox: &sandbox,
+        approvals: &approvals,
+        delegate: Some(&delegate),
+    };
+    let one = |file: &str| serde_json::json!({"prompt": format!("Read the file {} and report its first line.", env.path(file)), "description": format!("Read {file}"), "agent_type": "explore", "max_turns": 2});
+    let mut args = one("notes.txt");
+    args["parallel"] = serde_json::json!([one("main.rs"), one("notes.txt")]);
+    let call = ToolCall { name: "task".into(), arguments: args.to_string() };
+    let outcome = abhed::agent::execute_with(&registry, &ctx, &call, |seq, _, _| delegate.set_action(seq)).unwrap();
+    let spent = delegate.spent();
+    drop(delegate);
+    assert!(outcome.ok(), "{}", outcome.text());
+    let text = outcome.text();
+    for i in 1..=3 {
+        assert!(text.contains(&format!("Subagent {i} of 3 (explore: ")), "{text}");
+    }
+    assert!(llama.subagent_batch_width() >= 2, "the subagents never decoded together");
+    assert!(spent > 0);
+    // Each subagent: a child session whose run points at the parent's action, chain intact.
+    let kids: Vec<_> =
+        store.sessions().unwrap().into_iter().filter(|s| s.parent.as_deref() == Some(session.id())).collect();
+    assert_eq!(kids.len(), 3);
+    for k in &kids {
+        let s = store.open_session(&k.id).unwrap().unwrap();
+        let ev = s.events().unwrap();
+        assert_eq!(ev[0].payload["parent"]["action_seq"], outcome.action_seq);
+        assert_eq!(ev.last().unwrap().kind, "run_end");
+        assert_eq!(s.verify_chain().unwrap(), None);
+    }
+    // Their events reached the stream, wrapped.
+    let wrapped = rx.try_iter().filter(|e| matches!(e, abhed::agent::Event::Subagent { .. })).count();
+    assert!(wrapped >= 9, "{wrapped} subagent events");
+}
