@@ -11,6 +11,7 @@ pub mod agent;
 pub mod approval;
 pub mod config;
 pub mod conformance;
+pub mod cpu;
 pub mod layout;
 pub mod model;
 pub mod sandbox;

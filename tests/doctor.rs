@@ -22,6 +22,9 @@ fn doctor_boots_the_vm_and_reports_every_part() {
     let (code, v) = doctor(&env, "");
     let c = &v["checks"];
     assert_eq!(code, 0, "{v:#}");
+    // The build's CPU baseline against this CPU (the build machine: it has all of it).
+    assert_eq!(c["cpu"]["ok"], true, "{v:#}");
+    assert_eq!(c["cpu"]["facts"]["baseline"], "x86-64-v3", "{v:#}");
     assert_eq!(c["qemu"]["ok"], true);
     assert_eq!(c["image"]["ok"], true);
     assert!(c["image"]["detail"].as_str().unwrap().contains("checksums match its manifest"), "{v:#}");

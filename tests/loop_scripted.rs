@@ -393,3 +393,26 @@ fn a_summary_too_short_to_be_one_is_replaced_by_the_mechanical_one() {
 fn glob_call(f: &Fixture) -> String {
     call("glob", json!({"pattern": "*.txt", "path": f.p("")}))
 }
+
+/// Regression: reading a file larger than what was left of the window (the README, 9k tokens, on
+/// an 8k context) ended the run as context_full after one turn. The loop now tells the tool how
+/// much the window can take, and read cuts its output there, saying how to read the rest.
+#[test]
+fn a_read_larger_than_the_window_can_take_is_cut_and_the_run_goes_on() {
+    let mut f = Fixture::new();
+    f.config.read.max_output_chars = 1_000_000;
+    let line = "x".repeat(99);
+    std::fs::write(f.ws.join("big.txt"), format!("{line}\n").repeat(2_000)).unwrap();
+    let s = f.store.create_session(&f.ws).unwrap();
+    // The scripted model counts a token per 4 bytes; 200k characters would need 50k tokens.
+    let script = format!(
+        "#n-ctx 40000\n{}\n#expect-prompt Use offset/limit to read more\n{{\"answer\": \"read part\", \"status\": \"done\"}}\n",
+        call("read", json!({"path": f.p("big.txt")}))
+    );
+    let events = f.run(&s, &script, Op::Task("read big.txt".into()), BUDGETS);
+    assert_eq!(end(&events).0, StopReason::Done, "{:?}", end(&events));
+    let obs = s.events().unwrap().into_iter().find(|e| e.kind == "observation").unwrap();
+    let output = obs.payload["output"].as_str().unwrap();
+    assert!(output.len() < 120_000, "{} characters", output.len());
+    assert_eq!(obs.payload["truncated"], true);
+}

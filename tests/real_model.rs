@@ -349,6 +349,7 @@ fn a_task_call_runs_three_real_subagents_at_once() {
         sandbox: &sandbox,
         approvals: &approvals,
         delegate: Some(&delegate),
+        output_budget: None,
     };
     let one = |file: &str| serde_json::json!({"prompt": format!("Read the file {} and report its first line.", env.path(file)), "description": format!("Read {file}"), "agent_type": "explore", "max_turns": 2});
     let mut args = one("notes.txt");

@@ -77,6 +77,7 @@ impl Vm {
             sandbox: &self.sandbox,
             approvals: &approvals,
             delegate: None,
+            output_budget: None,
         };
         let call = ToolCall { name: "bash".into(), arguments: args.to_string() };
         let out = execute(&Registry::native(), &ctx, &call).unwrap();

@@ -141,6 +141,16 @@ impl<'a, 'm> Agent<'a, 'm> {
         }
     }
 
+    /// Characters of tool output the context window can take after this turn's messages and one
+    /// reply, with room to spare for the result's framing; `None` when the model cannot count.
+    fn output_budget(&self, reply_tokens: u32) -> Option<usize> {
+        let n_ctx = self.model.n_ctx()?;
+        let used = self.model.count_tokens(&self.messages).ok().flatten()?;
+        let room = n_ctx.saturating_sub(used + reply_tokens + OUTPUT_MARGIN_TOKENS);
+        // Code runs about 3-4 characters a token; 3 keeps the cut on the safe side.
+        Some((room as usize * 3).max(MIN_OUTPUT_CHARS))
+    }
+
     /// Whether this subagent must stop because its siblings and it spent their budget.
     fn pool_dry(&self) -> Option<String> {
         let pool = self.setup.subagent.as_ref()?.pool;
@@ -359,6 +369,9 @@ impl<'a, 'm> Agent<'a, 'm> {
                 Ok(Turn::Call(call)) => {
                     let repeated = self.repeats.observe(&call.name, &call.arguments);
                     answer_only = self.setup.repeat_limit > 0 && repeated + 1 >= self.setup.repeat_limit;
+                    // What the window can still take: a result that would not fit is cut by the
+                    // tool (with how to get the rest) rather than ending the run as context_full.
+                    let output_budget = self.output_budget(budgets.max_reply_tokens);
                     let limit = budgets.max_tokens;
                     let mut tokens_left = limit.saturating_sub(counters.tokens);
                     if let Some(link) = &self.setup.subagent {
@@ -372,7 +385,7 @@ impl<'a, 'm> Agent<'a, 'm> {
                         running: self.running.clone(),
                     };
                     let delegate = Subagents::new(&mut *self.model, self.events.clone(), left);
-                    let ctx = ToolContext { delegate: Some(&delegate), ..self.setup.tools };
+                    let ctx = ToolContext { delegate: Some(&delegate), output_budget, ..self.setup.tools };
                     let (events, wrap) = (self.events.clone(), self.setup.subagent.as_ref());
                     let session = self.setup.tools.session.id();
                     let on_action = |seq: i64, tool: &str, arguments: &Value| {
@@ -515,6 +528,12 @@ impl<'a, 'm> Agent<'a, 'm> {
         Ok(())
     }
 }
+
+/// Tokens kept free beyond a tool result's own (its header, the next turn's framing).
+const OUTPUT_MARGIN_TOKENS: u32 = 256;
+/// A result is never cut below this: the model needs something to go on, and compaction makes
+/// room before the next turn.
+const MIN_OUTPUT_CHARS: usize = 2_000;
 
 #[derive(Default)]
 struct Counters {

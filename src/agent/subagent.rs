@@ -333,6 +333,7 @@ impl ChildEnv<'_> {
                     sandbox: self.sandbox,
                     approvals: self.approvals,
                     delegate: None,
+                    output_budget: None,
                 },
                 budgets: Budgets { max_turns: spec.max_turns, ..self.budgets },
                 working_budget: self.config.run.working_budget,

@@ -39,6 +39,18 @@ pub fn run(a: DoctorArgs) -> Result<u8, Failure> {
     let sb = &config.sandbox;
     let mut checks = Vec::new();
 
+    let cpu = abhed::cpu::check();
+    checks.push(Check {
+        name: "cpu",
+        ok: cpu.ok(),
+        detail: if cpu.ok() {
+            format!("this build is for {} ({}); this CPU has all of it", cpu.name, cpu.required.join(", "))
+        } else {
+            cpu.advice()
+        },
+        extra: json!({"baseline": cpu.name, "required": cpu.required, "missing": cpu.missing}),
+    });
+
     let qemu = find_qemu(sb.qemu.as_deref());
     match &qemu {
         Ok(path) => {

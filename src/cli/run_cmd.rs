@@ -419,6 +419,7 @@ fn serve(
             sandbox: &sandbox,
             approvals: &approvals,
             delegate: None,
+            output_budget: None,
         },
         budgets: plan.budgets,
         working_budget: plan.config.run.working_budget,

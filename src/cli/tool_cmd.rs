@@ -118,6 +118,7 @@ pub fn run(a: ToolArgs) -> Result<u8, Failure> {
         sandbox: &sandbox,
         approvals: &approvals,
         delegate: None,
+        output_budget: None,
     };
 
     let call = ToolCall { name, arguments: raw_args };

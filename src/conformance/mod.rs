@@ -160,6 +160,7 @@ pub fn run_case(case: &Case, bless: bool) -> Result<CaseReport> {
         sandbox: &sandbox,
         approvals: &approvals,
         delegate: None,
+        output_budget: None,
     };
     let registry = Registry::native();
 

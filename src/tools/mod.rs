@@ -44,6 +44,10 @@ pub struct ToolContext<'a> {
     pub approvals: &'a Approvals,
     /// Runs the `task` tool's subagents: set by the agent loop, which holds the model.
     pub delegate: Option<&'a dyn task::Delegate>,
+    /// The most characters of output the model's context can take now (set by the agent loop
+    /// from what is left of the window); a tool whose output would be longer cuts it and says how
+    /// to get the rest, as it does at its own cap.
+    pub output_budget: Option<usize>,
 }
 
 /// What the model sees after a successful call, plus the facts the envelope reports.

@@ -61,6 +61,7 @@ impl Harness {
             sandbox: &self.sandbox,
             approvals: &self.approvals,
             delegate: None,
+            output_budget: None,
         };
         execute(&self.registry, &ctx, &ToolCall { name: tool.to_string(), arguments: args.to_string() }).unwrap()
     }

@@ -64,6 +64,7 @@ impl Fixture {
                 sandbox: &sandbox,
                 approvals: &approvals,
                 delegate: None,
+                output_budget: None,
             },
             budgets,
             working_budget: 0,
