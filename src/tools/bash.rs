@@ -14,8 +14,9 @@ use crate::sandbox::{SandboxError, VmFacts};
 
 /// The most characters of output the model sees.
 pub const MAX_OUTPUT_CHARS: usize = 30_000;
-/// Of those, the most from the start; the rest come from the end, where errors usually are.
-const HEAD_CHARS: usize = 12_000;
+/// Of what is kept, the share from the start (2 in 5); the rest comes from the end, where errors
+/// usually are.
+const HEAD_SHARE: (usize, usize) = (2, 5);
 pub const DEFAULT_TIMEOUT_MS: u64 = 120_000;
 pub const MAX_TIMEOUT_MS: u64 = 600_000;
 
@@ -97,7 +98,9 @@ impl Tool for Bash {
 
 fn foreground(ctx: &ToolContext<'_>, command: &str, timeout_ms: u64) -> ToolResult {
     let (r, facts, cwd_before) = ctx.sandbox.exec(command, timeout_ms).map_err(sandbox_error)?;
-    let (body, truncated) = cap_output(&r.output);
+    // Less than the cap when the context window has less room (the loop says how much).
+    let max = ctx.output_budget.map_or(MAX_OUTPUT_CHARS, |b| b.min(MAX_OUTPUT_CHARS));
+    let (body, truncated) = cap_output(&r.output, max);
     let mut text = body;
     if !text.is_empty() && !text.ends_with('\n') {
         text.push('\n');
@@ -189,22 +192,23 @@ fn sandbox_error(e: SandboxError) -> ToolFailure {
     }
 }
 
-/// Cut output to [`MAX_OUTPUT_CHARS`], keeping its start and end, with a note of what was cut.
-pub fn cap_output(out: &abhed_guest::Output) -> (String, bool) {
+/// Cut output to `max` characters, keeping its start and end, with a note of what was cut.
+pub fn cap_output(out: &abhed_guest::Output, max: usize) -> (String, bool) {
     let head_chars = out.head.chars().count();
     let tail_chars = out.tail.chars().count();
-    if out.omitted_bytes == 0 && head_chars + tail_chars <= MAX_OUTPUT_CHARS {
+    if out.omitted_bytes == 0 && head_chars + tail_chars <= max {
         return (format!("{}{}", out.head, out.tail), false);
     }
-    let tail_keep = MAX_OUTPUT_CHARS - HEAD_CHARS;
+    let head_keep = max * HEAD_SHARE.0 / HEAD_SHARE.1;
+    let tail_keep = max - head_keep;
     // With nothing omitted, head and tail are one text: cut that. Otherwise cut each piece.
     let (first, last) = if out.omitted_bytes == 0 {
         let all: String = format!("{}{}", out.head, out.tail);
         let n = all.chars().count();
-        (all.chars().take(HEAD_CHARS).collect::<String>(), all.chars().skip(n - tail_keep).collect::<String>())
+        (all.chars().take(head_keep).collect::<String>(), all.chars().skip(n - tail_keep).collect::<String>())
     } else {
         (
-            out.head.chars().take(HEAD_CHARS).collect::<String>(),
+            out.head.chars().take(head_keep).collect::<String>(),
             out.tail.chars().skip(tail_chars.saturating_sub(tail_keep)).collect::<String>(),
         )
     };
@@ -239,14 +243,14 @@ mod tests {
     #[test]
     fn short_output_is_whole() {
         let out = Output { head: "a\nb\n".into(), tail: String::new(), total_bytes: 4, omitted_bytes: 0 };
-        assert_eq!(cap_output(&out), ("a\nb\n".to_string(), false));
+        assert_eq!(cap_output(&out, MAX_OUTPUT_CHARS), ("a\nb\n".to_string(), false));
     }
 
     #[test]
     fn long_output_keeps_head_and_tail_and_says_what_was_cut() {
         let text: String = (0..5000).map(|i| format!("line {i:05}\n")).collect(); // 55000 chars
         let out = Output { head: text.clone(), tail: String::new(), total_bytes: text.len() as u64, omitted_bytes: 0 };
-        let (capped, truncated) = cap_output(&out);
+        let (capped, truncated) = cap_output(&out, MAX_OUTPUT_CHARS);
         assert!(truncated);
         assert!(capped.starts_with("line 00000\n"));
         assert!(capped.ends_with("line 04999\n"));
@@ -261,9 +265,20 @@ mod tests {
             total_bytes: 1_000_000,
             omitted_bytes: 1_000_000 - 131_072,
         };
-        let (capped, _) = cap_output(&out);
+        let (capped, _) = cap_output(&out, MAX_OUTPUT_CHARS);
         assert!(capped.contains("[... 970000 bytes cut from the middle of 1000000 bytes"), "{}", &capped[11990..12200]);
         assert!(capped.starts_with(&"h".repeat(12_000)) && !capped.starts_with(&"h".repeat(12_001)));
         assert!(capped.ends_with(&format!("]\n{}", "t".repeat(18_000))));
+    }
+
+    /// A small context window gets less than the cap, cut the same way (head and tail).
+    #[test]
+    fn a_smaller_budget_cuts_to_it() {
+        let text: String = (0..5000).map(|i| format!("line {i:05}\n")).collect();
+        let out = Output { head: text.clone(), tail: String::new(), total_bytes: text.len() as u64, omitted_bytes: 0 };
+        let (capped, truncated) = cap_output(&out, 5_000);
+        assert!(truncated);
+        assert!(capped.contains("the first 2000 and last 3000 characters are shown"), "{capped}");
+        assert!(capped.starts_with("line 00000\n") && capped.ends_with("line 04999\n"));
     }
 }
