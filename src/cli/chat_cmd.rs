@@ -184,9 +184,14 @@ fn chat_plan(a: &ChatArgs, ws: PathBuf, session: Option<String>) -> Result<run_c
     Ok(plan)
 }
 
-fn session_workspace(id: &str) -> Result<PathBuf, Failure> {
+/// The session store, where `abhed run` and `sessions` find it too.
+fn open_store() -> Result<Store, Failure> {
     let path = Store::default_path().map_err(|e| Failure::internal(&e))?;
-    let store = Store::open(&path).map_err(|e| Failure::internal(&e))?;
+    Store::open(&path).map_err(|e| Failure::internal(&e))
+}
+
+fn session_workspace(id: &str) -> Result<PathBuf, Failure> {
+    let store = open_store()?;
     let s = store
         .open_session(id)
         .map_err(|e| Failure::internal(&e))?
@@ -196,8 +201,7 @@ fn session_workspace(id: &str) -> Result<PathBuf, Failure> {
 
 /// This workspace's ten most recent top-level sessions.
 fn list_sessions(ws: &std::path::Path) -> Result<(), Failure> {
-    let path = Store::default_path().map_err(|e| Failure::internal(&e))?;
-    let store = Store::open(&path).map_err(|e| Failure::internal(&e))?;
+    let store = open_store()?;
     let ws = ws.display().to_string();
     let mine: Vec<_> = store
         .sessions()

@@ -110,8 +110,8 @@ impl Renderer {
                     _ => err(&format!("[{turn}] {stats}")),
                 }
             }
-            Event::ToolCall { tool, arguments, .. } => {
-                err(&format!("  -> {tool} {}", preview(&compact(arguments))));
+            Event::ToolCall { .. } | Event::ToolResult { .. } => {
+                err(&format!("  {}", tool_line(ev).unwrap_or_default()));
             }
             Event::Approval { record, .. } => {
                 // Only what stopped or needed someone; a policy allow is routine.
@@ -139,16 +139,6 @@ impl Renderer {
                         err(&format!("     {line}"));
                     }
                 }
-            }
-            Event::ToolResult { ok, output, error_code, interrupted, .. } => {
-                let head = if *interrupted {
-                    "interrupted".to_string()
-                } else if *ok {
-                    "ok".to_string()
-                } else {
-                    format!("error {}", error_code.as_deref().unwrap_or_default())
-                };
-                err(&format!("  <- {head}: {}", preview(output)));
             }
             Event::Subagent { index, description, agent_type, event, .. } => {
                 if let Some(line) = subagent_line(event) {
@@ -179,12 +169,7 @@ impl Renderer {
 fn subagent_line(ev: &Event) -> Option<String> {
     Some(match ev {
         Event::Session { session, .. } => format!("started, session {session}"),
-        Event::ToolCall { tool, arguments, .. } => format!("-> {tool} {}", preview(&compact(arguments))),
-        Event::ToolResult { ok, output, error_code, .. } => {
-            let head =
-                if *ok { "ok".to_string() } else { format!("error {}", error_code.as_deref().unwrap_or_default()) };
-            format!("<- {head}: {}", preview(output))
-        }
+        Event::ToolCall { .. } | Event::ToolResult { .. } => tool_line(ev)?,
         Event::ModelTurn { kind: TurnKind::Invalid, feedback, .. } => {
             format!("invalid reply: {}", preview(feedback.as_deref().unwrap_or_default()))
         }
@@ -192,6 +177,25 @@ fn subagent_line(ev: &Event) -> Option<String> {
             format!("{}: {message} ({turns} turns, {tokens} tokens)", reason.as_str().replace('_', " "))
         }
         Event::Subagent { event, .. } => subagent_line(event)?,
+        _ => return None,
+    })
+}
+
+/// A tool call (`-> tool {args}`) or its result (`<- ok: ...`) on one line, for the run's own
+/// progress and a subagent's alike.
+fn tool_line(ev: &Event) -> Option<String> {
+    Some(match ev {
+        Event::ToolCall { tool, arguments, .. } => format!("-> {tool} {}", preview(&compact(arguments))),
+        Event::ToolResult { ok, output, error_code, interrupted, .. } => {
+            let head = if *interrupted {
+                "interrupted".to_string()
+            } else if *ok {
+                "ok".to_string()
+            } else {
+                format!("error {}", error_code.as_deref().unwrap_or_default())
+            };
+            format!("<- {head}: {}", preview(output))
+        }
         _ => return None,
     })
 }
