@@ -7,9 +7,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cpu=${CPU:-x86-64-v3}
-RUSTFLAGS="-C target-feature=+crt-static -C target-cpu=$cpu" \
+ABHED_SHIPPED=1 RUSTFLAGS="-C target-feature=+crt-static -C target-cpu=$cpu" \
   cargo build --release --locked --target x86_64-unknown-linux-gnu --bin abhed "$@" >&2
-bin=target/x86_64-unknown-linux-gnu/release/abhed
+bin=${CARGO_TARGET_DIR:-target}/x86_64-unknown-linux-gnu/release/abhed
 # Refuse to hand on anything that is not what we say it is.
 if ! file "$bin" | grep -q 'static-pie linked\|statically linked'; then
   echo "bundle/static.sh: $bin is not static: $(file -b "$bin")" >&2

@@ -4,7 +4,8 @@
 use std::path::PathBuf;
 
 /// The folders `sub` (`models`, `vm`) is looked for in, in order: `$ABHED_HOME/SUB`, beside the
-/// binary, an install's `share/abhed/SUB`, a cargo build's checkout, and this source tree.
+/// binary, an install's `share/abhed/SUB`, a cargo build's checkout, and this source tree
+/// (except in a shipped binary).
 pub fn search_dirs(sub: &str) -> Vec<PathBuf> {
     let mut dirs = Vec::new();
     if let Some(home) = std::env::var_os("ABHED_HOME").filter(|v| !v.is_empty()) {
@@ -24,7 +25,11 @@ pub fn search_dirs(sub: &str) -> Vec<PathBuf> {
             }
         }
     }
-    dirs.push(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(sub));
+    // A shipped binary (`bundle/static.sh` sets ABHED_SHIPPED) must not look in the build
+    // machine's source tree.
+    if option_env!("ABHED_SHIPPED").is_none() {
+        dirs.push(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(sub));
+    }
     let mut seen = std::collections::HashSet::new();
     dirs.retain(|d| seen.insert(d.clone()));
     dirs

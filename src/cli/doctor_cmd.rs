@@ -2,7 +2,6 @@
 //! the VM: KVM by a timed probe (never by the mere presence of /dev/kvm), then TCG.
 
 use std::path::PathBuf;
-use std::process::Command;
 use std::time::Instant;
 
 use clap::Args;
@@ -25,6 +24,10 @@ pub struct DoctorArgs {
     json: bool,
 }
 
+/// Lists the guest's network interfaces with bash alone, so that the probe works whatever of the
+/// host's /usr is shared.
+const NET_PROBE: &str = "echo ok; for n in /sys/class/net/*; do echo \"${n##*/}\"; done";
+
 /// One line of the report.
 struct Check {
     name: &'static str,
@@ -44,27 +47,50 @@ pub fn run(a: DoctorArgs) -> Result<u8, Failure> {
         name: "cpu",
         ok: cpu.ok(),
         detail: if cpu.ok() {
-            format!("this build is for {} ({}); this CPU has all of it", cpu.name, cpu.required.join(", "))
+            format!(
+                "this build is for {} ({}); this CPU has all of it (the start-up guard checks {})",
+                cpu.name,
+                cpu.required.join(", "),
+                abhed::cpu::guard_baseline()
+            )
         } else {
             cpu.advice()
         },
         extra: json!({"baseline": cpu.name, "required": cpu.required, "missing": cpu.missing}),
     });
 
+    if let Some(root) = abhed::install::current_root() {
+        checks.push(match abhed::install::verify(&root) {
+            Ok(i) => Check {
+                name: "install",
+                ok: true,
+                detail: format!(
+                    "abhed {} installed from its bundle in {}: all {} files match its SHA256SUMS",
+                    i.version,
+                    i.root.display(),
+                    i.files
+                ),
+                extra: json!({"root": i.root, "version": i.version, "files": i.files}),
+            },
+            Err(e) => Check { name: "install", ok: false, detail: e, extra: json!({"root": root}) },
+        });
+    }
+
     let qemu = find_qemu(sb.qemu.as_deref());
     match &qemu {
-        Ok(path) => {
-            let version = Command::new(path)
-                .arg("--version")
-                .output()
-                .ok()
-                .and_then(|o| String::from_utf8_lossy(&o.stdout).lines().next().map(str::to_string))
-                .unwrap_or_default();
+        Ok(q) => {
+            let version = q.version();
+            let whose =
+                if q.bundled { "the bundle's, started through its own loader and libraries" } else { "the host's" };
             checks.push(Check {
                 name: "qemu",
-                ok: true,
-                detail: format!("{} ({version})", path.display()),
-                extra: json!({"path": path, "version": version}),
+                ok: !version.is_empty(),
+                detail: if version.is_empty() {
+                    format!("{} ({whose}) does not start: `--version` printed nothing", q.binary.display())
+                } else {
+                    format!("{} ({version}; {whose})", q.binary.display())
+                },
+                extra: json!({"path": q.binary, "version": version, "bundled": q.bundled}),
             });
         }
         Err(e) => checks.push(Check { name: "qemu", ok: false, detail: e.to_string(), extra: Value::Null }),
@@ -112,7 +138,7 @@ pub fn run(a: DoctorArgs) -> Result<u8, Failure> {
         let start = Instant::now();
         match MicroVm::boot(img, &spec) {
             Ok(mut vm) => {
-                let probe = vm.exec(1, "echo ok; ls /sys/class/net", &ws, &ws, 30_000);
+                let probe = vm.exec(1, NET_PROBE, &ws, &ws, 30_000);
                 let (ok, detail) = match probe {
                     Ok(r) if r.exit_code == Some(0) => {
                         let out = format!("{}{}", r.output.head, r.output.tail);

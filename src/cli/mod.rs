@@ -105,12 +105,6 @@ pub fn main() -> ExitCode {
             return ExitCode::from(exit::USAGE);
         }
     };
-    // Before anything runs code built for a CPU this one is not (doctor reports it instead).
-    let cpu = abhed::cpu::check();
-    if !cpu.ok() && !matches!(command, Command::Doctor(_)) {
-        let _ = writeln!(std::io::stderr(), "abhed: {}", cpu.advice());
-        return ExitCode::from(exit::USAGE);
-    }
     let result = match command {
         Command::Run(args) => run_cmd::run(args),
         Command::Chat(args) => chat_cmd::run(args),

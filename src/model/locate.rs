@@ -8,7 +8,6 @@ use std::io::Read as _;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, Result, bail};
-use sha2::{Digest, Sha256};
 
 use crate::store::Store;
 
@@ -91,10 +90,7 @@ pub fn sha256_cached(store: &Store, path: &Path) -> Result<String> {
     if let Some(h) = store.file_hash(&real, meta.len(), mtime_ns)? {
         return Ok(h);
     }
-    let mut f = std::fs::File::open(&real).with_context(|| format!("cannot open {}", real.display()))?;
-    let mut h = Sha256::new();
-    std::io::copy(&mut f, &mut h).with_context(|| format!("cannot read {}", real.display()))?;
-    let hex: String = h.finalize().iter().map(|b| format!("{b:02x}")).collect();
+    let hex = crate::digest::sha256_file(&real).with_context(|| format!("cannot read {}", real.display()))?;
     store.record_file_hash(&real, meta.len(), mtime_ns, &hex)?;
     Ok(hex)
 }

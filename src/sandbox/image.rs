@@ -2,12 +2,10 @@
 //! with their sha256 sums. An image is used only when both files match their manifest.
 
 use std::collections::HashMap;
-use std::io::Read as _;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use serde::Deserialize;
-use sha2::{Digest, Sha256};
 
 /// The command that builds the image, for messages.
 pub const BUILD_COMMAND: &str = "bash bundle/vm-image.sh";
@@ -96,17 +94,7 @@ fn sha256_once(path: &Path) -> Result<String, String> {
     {
         return Ok(sum.clone());
     }
-    let mut f = std::fs::File::open(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    let mut h = Sha256::new();
-    let mut buf = vec![0u8; 1 << 20];
-    loop {
-        let n = f.read(&mut buf).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-        if n == 0 {
-            break;
-        }
-        h.update(&buf[..n]);
-    }
-    let sum: String = h.finalize().iter().map(|b| format!("{b:02x}")).collect();
+    let sum = crate::digest::sha256_file(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     if let Ok(mut seen) = SEEN.lock() {
         seen.push((key, sum.clone()));
     }
@@ -116,6 +104,7 @@ fn sha256_once(path: &Path) -> Result<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use sha2::{Digest, Sha256};
 
     fn fake_image(dir: &Path, kernel: &[u8]) {
         std::fs::write(dir.join("vmlinux"), kernel).unwrap();

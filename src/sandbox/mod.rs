@@ -3,11 +3,13 @@
 
 pub mod image;
 mod paths;
+mod qemu;
 mod session;
 mod tsc;
 pub mod vm;
 
 pub use paths::{PathError, Resolved, Workspace};
+pub use qemu::{Qemu, find_qemu};
 pub use session::{
-    BACKEND, KVM_PROBE_DEADLINE, KvmProbe, SandboxError, SessionSandbox, VmFacts, find_qemu, recorded_probe, try_kvm,
+    BACKEND, KVM_PROBE_DEADLINE, KvmProbe, SandboxError, SessionSandbox, VmFacts, recorded_probe, try_kvm,
 };

@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use super::Workspace;
 use super::image::Image;
+use super::qemu::{Qemu, find_qemu};
 use super::vm::{Accel, BootSpec, MicroVm, VmError};
 use crate::config::SandboxConfig;
 
@@ -163,7 +164,7 @@ fn facts(vm: &MicroVm, booted: bool) -> VmFacts {
 impl BootSpec {
     /// A TCG boot as the config says, sharing `shares` read-write and the host's toolchains
     /// read-only.
-    pub fn from_config(cfg: &SandboxConfig, qemu: PathBuf, shares: Vec<PathBuf>) -> BootSpec {
+    pub fn from_config(cfg: &SandboxConfig, qemu: Qemu, shares: Vec<PathBuf>) -> BootSpec {
         BootSpec {
             qemu,
             memory_mib: cfg.memory_mib,
@@ -190,31 +191,6 @@ fn host_readonly(cfg: &SandboxConfig) -> Vec<PathBuf> {
     v
 }
 
-/// The qemu binary: the configured one, else `qemu-system-x86_64` beside abhed (a bundle) or on
-/// PATH.
-pub fn find_qemu(configured: Option<&Path>) -> Result<PathBuf, SandboxError> {
-    const NAME: &str = "qemu-system-x86_64";
-    if let Some(p) = configured {
-        return if p.is_file() {
-            Ok(p.to_path_buf())
-        } else {
-            Err(SandboxError::Unavailable(format!(
-                "sandbox.qemu is set to {}, which does not exist. Fix the path in the user config, or remove it to use {NAME} from PATH",
-                p.display()
-            )))
-        };
-    }
-    let beside = std::env::current_exe().ok().and_then(|e| e.parent().map(|d| d.join(NAME)));
-    let on_path = std::env::var_os("PATH")
-        .map(|p| std::env::split_paths(&p).map(|d| d.join(NAME)).collect::<Vec<_>>())
-        .unwrap_or_default();
-    beside.into_iter().chain(on_path).find(|p| p.is_file()).ok_or_else(|| {
-        SandboxError::Unavailable(format!(
-            "{NAME} is not installed, and bash runs only inside the microVM, never on the host. Install QEMU with `sudo apt-get install qemu-system-x86` (or set sandbox.qemu in the user config)"
-        ))
-    })
-}
-
 /// What a KVM boot probe found, remembered beside the session store so that a host whose KVM
 /// does not work pays for the probe once, not at every session.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -229,14 +205,14 @@ fn probe_path() -> Option<PathBuf> {
     crate::store::Store::default_path().ok().and_then(|p| p.parent().map(|d| d.join("kvm-probe.json")))
 }
 
-fn probe_key(image: &Image, qemu: &Path) -> String {
+fn probe_key(image: &Image, qemu: &Qemu) -> String {
     let host = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
     let guest = image.manifest.files.get("vmlinux").cloned().unwrap_or_default();
-    format!("{}|{}|{guest}", host.trim(), qemu.display())
+    format!("{}|{}|{guest}", host.trim(), qemu.binary.display())
 }
 
 /// The probe on record for this host, QEMU and image, if any.
-pub fn recorded_probe(image: &Image, qemu: &Path) -> Option<KvmProbe> {
+pub fn recorded_probe(image: &Image, qemu: &Qemu) -> Option<KvmProbe> {
     let text = std::fs::read_to_string(probe_path()?).ok()?;
     let p: KvmProbe = serde_json::from_str(&text).ok()?;
     (p.key == probe_key(image, qemu)).then_some(p)

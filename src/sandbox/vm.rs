@@ -6,11 +6,12 @@
 use std::io;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use abhed_guest::{ExecResult, PROTOCOL_VERSION, Request, Response, Share, SpawnResult, read_frame, write_frame};
 
+use super::Qemu;
 use super::image::Image;
 
 /// How the guest's CPU is provided.
@@ -33,7 +34,7 @@ impl Accel {
 /// What a boot needs besides the image.
 #[derive(Debug, Clone)]
 pub struct BootSpec {
-    pub qemu: PathBuf,
+    pub qemu: Qemu,
     pub memory_mib: u32,
     pub cpus: u32,
     /// Shared read-write at the same path in the guest (the workspace roots).
@@ -81,9 +82,10 @@ impl MicroVm {
         let qemu_log = dir.path().join("qemu.log");
         let log = std::fs::File::create(&qemu_log)
             .map_err(|e| VmError::Boot(format!("cannot create {}: {e}", qemu_log.display())))?;
-        let mut cmd = Command::new(&spec.qemu);
+        let mut cmd = spec.qemu.command();
         cmd.args(qemu_args(image, spec, &sock, &console)).stdin(Stdio::null()).stdout(Stdio::null()).stderr(log);
-        let mut child = cmd.spawn().map_err(|e| VmError::Boot(format!("cannot start {}: {e}", spec.qemu.display())))?;
+        let mut child =
+            cmd.spawn().map_err(|e| VmError::Boot(format!("cannot start {}: {e}", spec.qemu.binary.display())))?;
         let deadline = start + spec.deadline;
         let fail = |child: &mut Child, why: String| {
             let _ = child.kill();

@@ -37,7 +37,20 @@ impl Env {
 
     /// The command, ready to run in the workspace with this env's home and no user config.
     pub fn command(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_abhed"));
+        self.command_under(&[], args)
+    }
+
+    /// The command run by `wrapper` (`strace -f ...`, say): `wrapper... abhed args...`.
+    pub fn command_under(&self, wrapper: &[&str], args: &[&str]) -> Command {
+        let bin = env!("CARGO_BIN_EXE_abhed");
+        let mut c = match wrapper.split_first() {
+            Some((first, rest)) => {
+                let mut c = Command::new(first);
+                c.args(rest).arg(bin);
+                c
+            }
+            None => Command::new(bin),
+        };
         c.args(args)
             .env("ABHED_HOME", &self.home)
             .env("ABHED_CONFIG", self.home.join("no-config.toml"))

@@ -1,0 +1,64 @@
+//! Builds the CPU guard (src/native/cpu_guard.c): a check that runs before main and before any
+//! C++ static constructor, compiled for plain x86-64 whatever `target-cpu` the rest is built for.
+
+// A build script that cannot write its header or compile the guard must stop the build.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::fmt::Write as _;
+
+/// The target features a build may require, where CPUID reports each: (rustc's name, leaf,
+/// subleaf, register 1=ebx 2=ecx 3=edx, bit).
+const KNOWN: [(&str, u32, u32, u32, u32); 11] = [
+    ("sse4.2", 1, 0, 2, 20),
+    ("popcnt", 1, 0, 2, 23),
+    ("movbe", 1, 0, 2, 22),
+    ("fma", 1, 0, 2, 12),
+    ("avx", 1, 0, 2, 28),
+    ("f16c", 1, 0, 2, 29),
+    ("xsave", 1, 0, 2, 26),
+    ("avx2", 7, 0, 1, 5),
+    ("bmi1", 7, 0, 1, 3),
+    ("bmi2", 7, 0, 1, 8),
+    ("lzcnt", 0x8000_0001, 0, 2, 5),
+];
+
+fn main() {
+    println!("cargo::rerun-if-changed=src/native/cpu_guard.c");
+    println!("cargo::rerun-if-changed=build.rs");
+    if std::env::var("CARGO_CFG_TARGET_ARCH").as_deref() != Ok("x86_64") {
+        return;
+    }
+    let enabled = std::env::var("CARGO_CFG_TARGET_FEATURE").unwrap_or_default();
+    let enabled: Vec<&str> = enabled.split(',').collect();
+    let required: Vec<_> = KNOWN.iter().filter(|k| enabled.contains(&k.0)).collect();
+    let baseline = if enabled.contains(&"avx2") && enabled.contains(&"fma") {
+        "x86-64-v3"
+    } else if enabled.contains(&"sse4.2") {
+        "x86-64-v2"
+    } else {
+        "x86-64"
+    };
+    let mut h = String::new();
+    writeln!(h, "#define ABHED_BASELINE \"{baseline}\"").unwrap();
+    let names: Vec<&str> = required.iter().map(|k| k.0).collect();
+    let list = if names.is_empty() { "none".to_string() } else { names.join(", ") };
+    writeln!(h, "#define ABHED_REQUIRED_LIST \"{list}\"").unwrap();
+    // A zero-length array is not C; an always-present SSE2 entry keeps the table non-empty.
+    h.push_str("static const struct feature ABHED_REQUIRED[] = {\n    {\"sse2\", 1, 0, 3, 26},\n");
+    for (name, leaf, sub, reg, bit) in &required {
+        writeln!(h, "    {{\"{name}\", {leaf:#x}, {sub}, {reg}, {bit}}},").unwrap();
+    }
+    h.push_str("};\n");
+    let out = std::path::PathBuf::from(std::env::var("OUT_DIR").unwrap());
+    std::fs::write(out.join("abhed_cpu_features.h"), h).unwrap();
+    // Nothing calls into the guard, so the linker would drop its object, constructor and all.
+    println!("cargo::rustc-link-arg=-Wl,--undefined=abhed_cpu_guard_baseline");
+    cc::Build::new()
+        .file("src/native/cpu_guard.c")
+        .include(&out)
+        // Plain x86-64: this code runs on the CPUs the rest of the binary cannot.
+        .flag("-march=x86-64")
+        .flag("-mtune=generic")
+        .warnings(true)
+        .compile("abhed_cpu_guard");
+}
