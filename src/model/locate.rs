@@ -45,8 +45,16 @@ fn find_default(dirs: &[PathBuf]) -> Result<PathBuf> {
         }
     }
     let tried: Vec<String> = dirs.iter().map(|d| format!("  {}", d.display())).collect();
+    // An install from the bundle had the model; install.sh restores what is missing.
+    let fix = match crate::install::current_root() {
+        Some(root) => format!(
+            "This abhed was installed from its bundle ({}), which had the model: run install.sh from the bundle folder again to restore it",
+            root.display()
+        ),
+        None => "Fetch it once with `bash models/fetch.sh` (from a checkout; it uses pip)".to_string(),
+    };
     bail!(
-        "no model given and the default model {DEFAULT_MODEL_FILE} was not found. Looked in:\n{}\nFetch it once with `bash models/fetch.sh` (from a checkout; it uses pip), or pass --model PATH to a .gguf file, or set ABHED_MODEL.",
+        "no model given and the default model {DEFAULT_MODEL_FILE} was not found. Looked in:\n{}\n{fix}, or pass --model PATH to a .gguf file, or set ABHED_MODEL.",
         tried.join("\n")
     )
 }
