@@ -161,6 +161,8 @@ def spdx_license(debian):
         "BSD-2-clause": "BSD-2-Clause", "BSD-3-clause": "BSD-3-Clause", "Expat": "MIT", "MIT": "MIT",
         "Apache-2.0": "Apache-2.0", "Zlib": "Zlib", "zlib": "Zlib", "ISC": "ISC", "public-domain": "LicenseRef-public-domain",
     }
+    # Names Debian already spells as SPDX does.
+    known.update({k: k for k in ("BSD-2-Clause", "BSD-3-Clause", "CC0-1.0", "FSFULLR", "MIT-0", "Unlicense", "X11")})
     parts = re.split(r"\s+(or|and)\s+", debian.strip(), flags=re.I)
     out = []
     for part in parts:

@@ -69,10 +69,12 @@ assert start["model"]["adapter"] == "llama", start
 assert start["model"]["sha256"] == sys.argv[2], start["model"]
 assert start["model"]["location"].startswith(sys.argv[3]), start["model"]
 assert ev[-1]["type"] == "run_end", ev[-1]
+assert ev[-1]["reason"] not in ("model_error", "internal_error"), ev[-1]
 turns = [e for e in ev if e["type"] == "model_turn"]
 assert turns, "no model turn"
+# The model may call bash badly (its error is an observation); the sandbox itself must work.
 for r in (e for e in ev if e["type"] == "tool_result" and e["tool"] == "bash"):
-    assert r["error_code"] is None, r
+    assert r["error_code"] not in ("sandbox_unavailable", "sandbox_crashed"), r
 print(len(turns), "turns,", sum(e["type"] == "tool_call" for e in ev), "tool calls, ended:", ev[-1]["reason"])
 ' "$work/run.jsonl" "$model_sha" "$prefix/lib/abhed/" >"$work/summary" 2>"$work/err"; then
   ok "abhed run: a real task on the bundled model ($(cat "$work/summary"))"
