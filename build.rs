@@ -40,18 +40,16 @@ fn main() {
     };
     let mut h = String::new();
     writeln!(h, "#define ABHED_BASELINE \"{baseline}\"").unwrap();
-    let names: Vec<&str> = required.iter().map(|k| k.0).collect();
-    let list = if names.is_empty() { "none".to_string() } else { names.join(", ") };
-    writeln!(h, "#define ABHED_REQUIRED_LIST \"{list}\"").unwrap();
-    // A zero-length array is not C; an always-present SSE2 entry keeps the table non-empty.
-    h.push_str("static const struct feature ABHED_REQUIRED[] = {\n    {\"sse2\", 1, 0, 3, 26},\n");
+    // Ended by a NULL name, which also keeps the array non-empty when nothing is required.
+    h.push_str("static const struct feature ABHED_REQUIRED[] = {\n");
     for (name, leaf, sub, reg, bit) in &required {
         writeln!(h, "    {{\"{name}\", {leaf:#x}, {sub}, {reg}, {bit}}},").unwrap();
     }
-    h.push_str("};\n");
+    h.push_str("    {0, 0, 0, 0, 0},\n};\n");
     let out = std::path::PathBuf::from(std::env::var("OUT_DIR").unwrap());
     std::fs::write(out.join("abhed_cpu_features.h"), h).unwrap();
-    // Nothing calls into the guard, so the linker would drop its object, constructor and all.
+    // Every binary must keep the guard's constructor, including those that never call into it
+    // (only doctor does); otherwise the linker drops the object, constructor and all.
     println!("cargo::rustc-link-arg=-Wl,--undefined=abhed_cpu_guard_baseline");
     cc::Build::new()
         .file("src/native/cpu_guard.c")

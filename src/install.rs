@@ -34,7 +34,7 @@ pub fn verify(root: &Path) -> Result<Install, String> {
         };
         files += 1;
         let path = root.join(name);
-        match crate::digest::sha256_file(&path) {
+        match crate::tools::fsutil::sha256_file(&path) {
             Ok(got) if got == want => {}
             Ok(_) => problems.push(format!("{name} is changed or damaged (its sha256 differs)")),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => problems.push(format!("{name} is missing")),
@@ -64,7 +64,7 @@ mod tests {
             let p = dir.path().join(name);
             std::fs::create_dir_all(p.parent().unwrap()).unwrap();
             std::fs::write(&p, body).unwrap();
-            sums.push_str(&format!("{}  {name}\n", crate::digest::sha256_file(&p).unwrap()));
+            sums.push_str(&format!("{}  {name}\n", crate::tools::fsutil::sha256_file(&p).unwrap()));
         }
         std::fs::write(dir.path().join("SHA256SUMS"), sums).unwrap();
         std::fs::write(dir.path().join("VERSION"), "9.9.9\n").unwrap();

@@ -12,7 +12,6 @@ pub mod approval;
 pub mod config;
 pub mod conformance;
 pub mod cpu;
-pub mod digest;
 pub mod install;
 pub mod layout;
 pub mod model;

@@ -98,7 +98,7 @@ pub fn sha256_cached(store: &Store, path: &Path) -> Result<String> {
     if let Some(h) = store.file_hash(&real, meta.len(), mtime_ns)? {
         return Ok(h);
     }
-    let hex = crate::digest::sha256_file(&real).with_context(|| format!("cannot read {}", real.display()))?;
+    let hex = crate::tools::fsutil::sha256_file(&real).with_context(|| format!("cannot read {}", real.display()))?;
     store.record_file_hash(&real, meta.len(), mtime_ns, &hex)?;
     Ok(hex)
 }

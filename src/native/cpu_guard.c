@@ -46,28 +46,47 @@ static void say(const char *s) {
     }
 }
 
+/* Whether this CPU (and OS) can run code that uses feature `f`. */
+static int present(const struct feature *f) {
+    int needs_ymm = !strcmp(f->name, "avx") || !strcmp(f->name, "avx2") || !strcmp(f->name, "fma") ||
+                    !strcmp(f->name, "f16c");
+    return has(f) && (!needs_ymm || os_saves_ymm());
+}
+
 __attribute__((constructor(101))) static void abhed_cpu_guard(void) {
     int missing = 0;
-    for (size_t i = 0; i < sizeof ABHED_REQUIRED / sizeof ABHED_REQUIRED[0]; i++) {
-        const struct feature *f = &ABHED_REQUIRED[i];
-        int needs_ymm = !strcmp(f->name, "avx") || !strcmp(f->name, "avx2") || !strcmp(f->name, "fma") ||
-                        !strcmp(f->name, "f16c");
-        if (has(f) && (!needs_ymm || os_saves_ymm()))
+    for (const struct feature *f = ABHED_REQUIRED; f->name; f++) {
+        if (present(f))
             continue;
         say(missing++ ? ", " : "abhed: this CPU lacks ");
         say(f->name);
     }
     if (!missing)
         return;
-    say(", which this build of abhed uses (it is built for " ABHED_BASELINE
-        " CPUs: " ABHED_REQUIRED_LIST "). It would stop with an illegal instruction, so it does "
-        "not start. Build abhed for this CPU from the bundle's sources, offline: "
-        "cd src && CPU=native bash bundle/static.sh (docs/BUNDLE.md)\n");
+    say(", which this build of abhed uses (it is built for " ABHED_BASELINE " CPUs: ");
+    for (const struct feature *f = ABHED_REQUIRED; f->name; f++) {
+        say(f == ABHED_REQUIRED ? "" : ", ");
+        say(f->name);
+    }
+    say("). It would stop with an illegal instruction, so it does not start. Build abhed for this "
+        "CPU from the bundle's sources, offline: cd src && CPU=native bash bundle/static.sh "
+        "(docs/BUNDLE.md)\n");
     _exit(2);
 }
 
-/* Referenced from Rust (src/cpu.rs) so that the linker keeps this object, and with it the
- * constructor above. */
+/* For `abhed doctor` (src/cpu.rs), which reports what this guard checks: the baseline's name.
+ * Rust references it, and build.rs names it to the linker, so this object is kept. */
 const char *abhed_cpu_guard_baseline(void) {
     return ABHED_BASELINE;
+}
+
+/* The i-th required feature and whether this CPU has it (in *ok); NULL past the last. */
+const char *abhed_cpu_guard_feature(size_t i, int *ok) {
+    for (const struct feature *f = ABHED_REQUIRED; f->name; f++, i--) {
+        if (i == 0) {
+            *ok = present(f);
+            return f->name;
+        }
+    }
+    return NULL;
 }

@@ -94,7 +94,7 @@ fn sha256_once(path: &Path) -> Result<String, String> {
     {
         return Ok(sum.clone());
     }
-    let sum = crate::digest::sha256_file(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let sum = crate::tools::fsutil::sha256_file(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     if let Ok(mut seen) = SEEN.lock() {
         seen.push((key, sum.clone()));
     }
@@ -104,12 +104,11 @@ fn sha256_once(path: &Path) -> Result<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use sha2::{Digest, Sha256};
 
     fn fake_image(dir: &Path, kernel: &[u8]) {
         std::fs::write(dir.join("vmlinux"), kernel).unwrap();
         std::fs::write(dir.join("initramfs.img"), b"initramfs").unwrap();
-        let sum = |b: &[u8]| Sha256::digest(b).iter().map(|b| format!("{b:02x}")).collect::<String>();
+        let sum = crate::tools::fsutil::sha256_hex;
         let manifest = serde_json::json!({
             "kernel_release": "test",
             "packages": [],

@@ -99,7 +99,7 @@ impl Tool for Bash {
 fn foreground(ctx: &ToolContext<'_>, command: &str, timeout_ms: u64) -> ToolResult {
     let (r, facts, cwd_before) = ctx.sandbox.exec(command, timeout_ms).map_err(sandbox_error)?;
     // Less than the cap when the context window has less room (the loop says how much).
-    let max = ctx.output_budget.map_or(MAX_OUTPUT_CHARS, |b| b.min(MAX_OUTPUT_CHARS));
+    let max = ctx.output_cap(MAX_OUTPUT_CHARS);
     let (body, truncated) = cap_output(&r.output, max);
     let mut text = body;
     if !text.is_empty() && !text.ends_with('\n') {

@@ -35,6 +35,13 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
     hex(&Sha256::digest(bytes))
 }
 
+/// The sha256 of a file's contents, streamed (model files and VM kernels are large).
+pub fn sha256_file(path: &Path) -> io::Result<String> {
+    let mut h = Sha256::new();
+    io::copy(&mut File::open(path)?, &mut h)?;
+    Ok(hex(&h.finalize()))
+}
+
 pub fn hex(bytes: &[u8]) -> String {
     use std::fmt::Write as _;
     let mut s = String::with_capacity(bytes.len() * 2);

@@ -50,6 +50,13 @@ pub struct ToolContext<'a> {
     pub output_budget: Option<usize>,
 }
 
+impl ToolContext<'_> {
+    /// A tool's own output cap, lowered to what the context window can take now.
+    pub fn output_cap(&self, own: usize) -> usize {
+        self.output_budget.map_or(own, |b| b.min(own))
+    }
+}
+
 /// What the model sees after a successful call, plus the facts the envelope reports.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ToolOutput {

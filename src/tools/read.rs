@@ -119,8 +119,7 @@ impl Tool for Read {
         let offset = args.offset.unwrap_or(1);
         let limit = args.limit.unwrap_or(DEFAULT_LIMIT);
         let mut reader = BufReader::with_capacity(64 * 1024, std::io::Cursor::new(head).chain(file));
-        let max_chars =
-            ctx.output_budget.map_or(ctx.config.read.max_output_chars, |b| b.min(ctx.config.read.max_output_chars));
+        let max_chars = ctx.output_cap(ctx.config.read.max_output_chars);
         let scan = scan(&mut reader, offset, limit, max_chars).map_err(|e| io_error("read", shown, &e))?;
 
         if scan.total_lines > 0 && offset > scan.total_lines {
