@@ -1,5 +1,7 @@
 //! Builds the CPU guard (src/native/cpu_guard.c): a check that runs before main and before any
 //! C++ static constructor, compiled for plain x86-64 whatever `target-cpu` the rest is built for.
+//! And embeds the folder `conformance/` so that an installed binary carries its own suite: the
+//! same files `cargo test` reads, not a copy.
 
 // A build script that cannot write its header or compile the guard must stop the build.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -25,6 +27,7 @@ const KNOWN: [(&str, u32, u32, u32, u32); 11] = [
 fn main() {
     println!("cargo::rerun-if-changed=src/native/cpu_guard.c");
     println!("cargo::rerun-if-changed=build.rs");
+    embed_conformance();
     if std::env::var("CARGO_CFG_TARGET_ARCH").as_deref() != Ok("x86_64") {
         return;
     }
@@ -59,4 +62,39 @@ fn main() {
         .flag("-mtune=generic")
         .warnings(true)
         .compile("abhed_cpu_guard");
+}
+
+/// `$OUT_DIR/conformance_files.rs`: every file and symlink under `conformance/`, sorted, as
+/// `(relative path, Embedded)`. Files come in by `include_bytes!`, so an edit rebuilds; the
+/// folder is watched too (cargo scans a watched folder recursively), so an added case does.
+fn embed_conformance() {
+    let root = std::path::PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap()).join("conformance");
+    println!("cargo::rerun-if-changed={}", root.display());
+    let mut entries = Vec::new();
+    let mut stack = vec![root.clone()];
+    while let Some(dir) = stack.pop() {
+        for e in std::fs::read_dir(&dir).unwrap() {
+            let path = e.unwrap().path();
+            let meta = std::fs::symlink_metadata(&path).unwrap();
+            if meta.is_dir() {
+                stack.push(path);
+            } else {
+                entries.push((path, meta.file_type().is_symlink()));
+            }
+        }
+    }
+    entries.sort();
+    let mut out = String::from("pub static FILES: &[(&str, Embedded)] = &[\n");
+    for (path, link) in entries {
+        let rel = path.strip_prefix(&root).unwrap().to_str().expect("conformance paths are UTF-8");
+        if link {
+            let target = std::fs::read_link(&path).unwrap();
+            writeln!(out, "    ({rel:?}, Embedded::Symlink({:?})),", target.to_str().unwrap()).unwrap();
+        } else {
+            writeln!(out, "    ({rel:?}, Embedded::File(include_bytes!({:?}))),", path.to_str().unwrap()).unwrap();
+        }
+    }
+    out.push_str("];\n");
+    let dest = std::path::PathBuf::from(std::env::var("OUT_DIR").unwrap()).join("conformance_files.rs");
+    std::fs::write(dest, out).unwrap();
 }

@@ -19,6 +19,7 @@ pub struct Config {
     pub run: RunConfig,
     pub sandbox: SandboxConfig,
     pub task: TaskConfig,
+    pub conformance: ConformanceConfig,
     /// The `[approval]` tables as written, kept apart: the policy layers them itself, because a
     /// workspace may tighten the user's policy but not loosen it.
     #[serde(skip)]
@@ -187,6 +188,36 @@ impl Default for TaskConfig {
     }
 }
 
+/// The conformance gate: what a model's stored report must show before `abhed run` uses it.
+/// Honoured only from the user config: a repository must not lower the bar for itself.
+#[derive(Debug, Clone, PartialEq, Deserialize, serde::Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ConformanceConfig {
+    /// Refuse a model without a passing report (the `--allow-unqualified-model` flag overrides
+    /// it for one run).
+    pub require: bool,
+    /// The capability probe's pass rate over all tasks.
+    pub min_pass_rate: f64,
+    /// Each tool's pass rate in the probe.
+    pub min_tool_pass_rate: f64,
+    /// Calls the tools accepted, over all calls and invalid turns of the probe.
+    pub min_call_validity: f64,
+    /// Error-recovery scenarios recovered (with abhed's own error messages).
+    pub min_recovery_rate: f64,
+}
+
+impl Default for ConformanceConfig {
+    fn default() -> Self {
+        ConformanceConfig {
+            require: true,
+            min_pass_rate: 0.8,
+            min_tool_pass_rate: 0.5,
+            min_call_validity: 0.9,
+            min_recovery_rate: 0.5,
+        }
+    }
+}
+
 /// Where bash runs: the session microVM.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -285,6 +316,15 @@ impl Config {
                 ("sandbox", "share_host_usr"),
                 ("sandbox", "host_readonly"),
             ];
+            if ws.contains_key("conformance") {
+                bail!(
+                    "{}: `[conformance]` (the model gate) is only honoured in the user config ({}), so that a repository cannot lower the bar for the model that works on it; move it there",
+                    ws_path.display(),
+                    user_config_path()
+                        .map(|p| p.display().to_string())
+                        .unwrap_or_else(|| "~/.config/abhed/config.toml".into())
+                );
+            }
             if let Some((table, key)) = guarded.iter().find(|(t, k)| ws.get(*t).and_then(|v| v.get(*k)).is_some()) {
                 bail!(
                     "{}: `{table}.{key}` is only honoured in the user config ({}) or on the command line, so that a repository cannot widen its own access or choose where its files are sent; move it there",
@@ -345,6 +385,17 @@ fn from_table(table: toml::Table, path: &Path) -> Result<Config> {
             path.display()
         );
     }
+    let c = &cfg.conformance;
+    for (name, v) in [
+        ("min_pass_rate", c.min_pass_rate),
+        ("min_tool_pass_rate", c.min_tool_pass_rate),
+        ("min_call_validity", c.min_call_validity),
+        ("min_recovery_rate", c.min_recovery_rate),
+    ] {
+        if !(0.0..=1.0).contains(&v) {
+            bail!("invalid config {}: conformance.{name} is {v}; it is a rate from 0 to 1", path.display());
+        }
+    }
     if parse_mode(&cfg.write.file_mode).is_none() {
         bail!(
             "invalid config {}: write.file_mode {:?} is not an octal mode like \"0644\"",
@@ -372,6 +423,18 @@ mod tests {
         assert!(e.contains("`model.endpoint` is only honoured in the user config"), "{e}");
         let ws: toml::Table = "[model]\nn_ctx = 4096".parse().unwrap();
         assert_eq!(Config::layered(None, Some(ws), Path::new("/w/abhed.toml")).unwrap().model.n_ctx, Some(4096));
+    }
+
+    #[test]
+    fn workspace_cannot_lower_the_gate() {
+        let ws: toml::Table = "[conformance]\nmin_pass_rate = 0.0".parse().unwrap();
+        let e = Config::layered(None, Some(ws), Path::new("/w/abhed.toml")).unwrap_err().to_string();
+        assert!(e.contains("`[conformance]` (the model gate) is only honoured in the user config"), "{e}");
+        let user: toml::Table = "[conformance]\nmin_pass_rate = 0.5".parse().unwrap();
+        let cfg = Config::layered(Some((user, PathBuf::from("/u.toml"))), None, Path::new("/w/abhed.toml")).unwrap();
+        assert_eq!(cfg.conformance.min_pass_rate, 0.5);
+        let user: toml::Table = "[conformance]\nmin_pass_rate = 80".parse().unwrap();
+        assert!(Config::layered(Some((user, PathBuf::from("/u.toml"))), None, Path::new("/w/abhed.toml")).is_err());
     }
 
     #[test]

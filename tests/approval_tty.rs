@@ -32,6 +32,7 @@ fn on_tty_argv(env: &Env, config: &std::path::Path, argv: &[&str], keys: &str) -
         .args(["-qec", &line, "/dev/null"])
         .env("ABHED_HOME", &env.home)
         .env("ABHED_CONFIG", config)
+        .env("ABHED_ALLOW_UNQUALIFIED_MODEL", "1")
         .current_dir(&env.ws)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

@@ -25,7 +25,7 @@ impl Pane {
         let socket = format!("abhed-test-{}-{n}", std::process::id());
         let quote = |s: &str| format!("'{}'", s.replace('\'', r"'\''"));
         let mut line = format!(
-            "env ABHED_HOME={} ABHED_CONFIG={} {}",
+            "env ABHED_ALLOW_UNQUALIFIED_MODEL=1 ABHED_HOME={} ABHED_CONFIG={} {}",
             quote(&env.home.display().to_string()),
             quote(&env.home.join("no-config.toml").display().to_string()),
             quote(env!("CARGO_BIN_EXE_abhed"))

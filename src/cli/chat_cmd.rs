@@ -21,7 +21,7 @@ use abhed::model::Cancel;
 use abhed::store::Store;
 
 use super::render::Renderer;
-use super::run_cmd::{self, BudgetArgs, ModelArgs};
+use super::run_cmd::{self, BudgetArgs, GateArgs, ModelArgs};
 use super::{Failure, exit};
 
 #[derive(Args, Default)]
@@ -36,6 +36,8 @@ pub struct ChatArgs {
     pub model: ModelArgs,
     #[command(flatten)]
     pub budgets: BudgetArgs,
+    #[command(flatten)]
+    pub gate: GateArgs,
 }
 
 const HELP: &str = "Type a task and press Enter; follow-ups continue the same session.
@@ -83,6 +85,8 @@ pub fn run(a: ChatArgs) -> Result<u8, Failure> {
         Some(id) => session_workspace(id)?,
         None => super::workspace_dir(a.workspace.clone(), None)?,
     };
+    // The gate, before anything is typed: a refused model ends the chat here.
+    chat_plan(&a, ws.clone(), session.clone())?;
     // Started at the first task, so that a chat that only resumes another session, or ends at
     // once, leaves no empty session behind.
     let mut worker: Option<Worker> = None;
@@ -180,6 +184,7 @@ pub fn run(a: ChatArgs) -> Result<u8, Failure> {
 fn chat_plan(a: &ChatArgs, ws: PathBuf, session: Option<String>) -> Result<run_cmd::Plan, Failure> {
     let config = Config::load(&ws).map_err(|e| Failure::usage(format!("{e:#}")))?;
     let mut plan = run_cmd::plan(ws, session, config, &a.model, &a.budgets, Op::Continue)?;
+    run_cmd::gate(&plan, &a.gate)?;
     plan.stream = true;
     Ok(plan)
 }

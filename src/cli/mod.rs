@@ -6,6 +6,7 @@ mod bench_compact;
 mod bench_sandbox;
 mod bench_subagents;
 mod chat_cmd;
+mod conformance_cmd;
 mod doctor_cmd;
 mod render;
 mod run_cmd;
@@ -62,6 +63,10 @@ enum Command {
     Chat(chat_cmd::ChatArgs),
     /// Measure the local model's speed here, as llama-bench does, and the grammar's cost.
     Bench(bench_cmd::BenchArgs),
+    /// Test a model before it serves: the tool-contract cases, a capability probe per tool, and
+    /// error-recovery scenarios; the report is stored, and `run` refuses a model without a
+    /// passing one.
+    Conformance(conformance_cmd::ConformanceArgs),
     /// List, show, export, verify and resume sessions.
     #[command(subcommand)]
     Sessions(sessions_cmd::SessionsCmd),
@@ -109,6 +114,7 @@ pub fn main() -> ExitCode {
         Command::Run(args) => run_cmd::run(args),
         Command::Chat(args) => chat_cmd::run(args),
         Command::Bench(args) => bench_cmd::run(args),
+        Command::Conformance(args) => conformance_cmd::run(args),
         Command::Sessions(cmd) => sessions_cmd::run(cmd),
         Command::Tool(args) => tool_cmd::run(args),
         Command::Doctor(args) => doctor_cmd::run(args),

@@ -86,6 +86,8 @@ pub struct RunArgs {
     pub model: ModelArgs,
     #[command(flatten)]
     pub budgets: BudgetArgs,
+    #[command(flatten)]
+    pub gate: GateArgs,
 }
 
 /// What a run does to plan mode before it starts.
@@ -135,6 +137,7 @@ fn run_inner(a: RunArgs) -> Result<u8, Failure> {
         a.task
     };
     let mut plan = plan(ws, None, config, &a.model, &a.budgets, Op::Task(task))?;
+    gate(&plan, &a.gate)?;
     if a.plan {
         plan.plan_mode = PlanMode::Start;
     }
@@ -168,6 +171,8 @@ pub struct ResumeArgs {
     model: ModelArgs,
     #[command(flatten)]
     budgets: BudgetArgs,
+    #[command(flatten)]
+    gate: GateArgs,
 }
 
 /// Resume a session (in its own workspace) with an optional follow-up task.
@@ -177,7 +182,7 @@ pub fn resume(r: ResumeArgs) -> Result<u8, Failure> {
 }
 
 fn resume_inner(r: ResumeArgs) -> Result<u8, Failure> {
-    let ResumeArgs { id: session, task, json, accept_plan, model, budgets } = r;
+    let ResumeArgs { id: session, task, json, accept_plan, model, budgets, gate: gate_args } = r;
     let store_path = Store::default_path().map_err(|e| Failure::internal(&e))?;
     let store = Store::open(&store_path).map_err(|e| Failure::internal(&e))?;
     let s = store.open_session(&session).map_err(|e| Failure::internal(&e))?.ok_or_else(|| {
@@ -216,6 +221,7 @@ fn resume_inner(r: ResumeArgs) -> Result<u8, Failure> {
     let config = Config::load(&ws).map_err(|e| Failure::usage(format!("{e:#}")))?;
     let op = task.map(Op::Task).unwrap_or(Op::Continue);
     let mut plan = plan(ws, Some(session), config, &model, &budgets, op)?;
+    gate(&plan, &gate_args)?;
     if accept_plan {
         plan.plan_mode = PlanMode::Accept;
     }
@@ -339,25 +345,83 @@ pub(super) fn drive(
 ) -> Result<(), Failure> {
     let store = Store::open(&plan.store_path).map_err(|e| Failure::internal(&e))?;
     let registry = Registry::native();
-    let schema = TurnSchema::new(&registry);
+    let tx = events.clone();
+    with_model(
+        &plan.spec,
+        &store,
+        move |f| drop(tx.send(Event::Loading { fraction: f })),
+        |model| serve(&plan, &store, &registry, model, cancel, ops, events),
+    )
+}
+
+/// Load the model `spec` names and hand it to `f`.
+pub(super) fn with_model<R>(
+    spec: &ModelSpec,
+    store: &Store,
+    on_loading: impl FnMut(f32) + 'static,
+    f: impl FnOnce(&mut dyn Model) -> Result<R, Failure>,
+) -> Result<R, Failure> {
+    let schema = TurnSchema::new(&Registry::native());
     let setup_err = |e: anyhow::Error| Failure::usage(format!("{e:#}"));
-    match &plan.spec {
+    match spec {
         ModelSpec::Llama(p) => {
-            let sha = locate::sha256_cached(&store, &p.path).map_err(setup_err)?;
-            let tx = events.clone();
-            let engine = LlamaEngine::load(p.clone(), sha, move |f| drop(tx.send(Event::Loading { fraction: f })))
-                .map_err(setup_err)?;
+            let sha = locate::sha256_cached(store, &p.path).map_err(setup_err)?;
+            let engine = LlamaEngine::load(p.clone(), sha, on_loading).map_err(setup_err)?;
             let mut model = engine.session(&schema).map_err(setup_err)?;
-            serve(&plan, &store, &registry, &mut model, cancel, ops, events)
+            f(&mut model)
         }
-        ModelSpec::OpenAi(p) => {
-            let mut model = OpenAi::new(p.clone(), &schema);
-            serve(&plan, &store, &registry, &mut model, cancel, ops, events)
+        ModelSpec::OpenAi(p) => f(&mut OpenAi::new(p.clone(), &schema)),
+        ModelSpec::Scripted(path) => f(&mut Scripted::load(path).map_err(setup_err)?),
+    }
+}
+
+/// What the model is stored under in the conformance records, how the operator knows it, and
+/// the command that probes it.
+pub(super) fn model_identity(spec: &ModelSpec, store: &Store) -> Result<(String, String, String), Failure> {
+    let setup_err = |e: anyhow::Error| Failure::usage(format!("{e:#}"));
+    Ok(match spec {
+        ModelSpec::Llama(p) => {
+            let sha = locate::sha256_cached(store, &p.path).map_err(setup_err)?;
+            let shown = p.path.display();
+            (format!("sha256:{sha}"), format!("model {shown}"), format!("abhed conformance --model {shown}"))
         }
+        ModelSpec::OpenAi(p) => (
+            format!("endpoint:{}#{}", p.endpoint, p.model),
+            format!("model `{}` at {}", p.model, p.endpoint),
+            format!("abhed conformance --endpoint {} --endpoint-model {}", p.endpoint, p.model),
+        ),
         ModelSpec::Scripted(path) => {
-            let mut model = Scripted::load(path).map_err(setup_err)?;
-            serve(&plan, &store, &registry, &mut model, cancel, ops, events)
+            let sha = abhed::tools::fsutil::sha256_file(path)
+                .map_err(|e| Failure::usage(format!("cannot read script {}: {e}", path.display())))?;
+            let shown = path.display();
+            (format!("script:{sha}"), format!("script {shown}"), format!("abhed conformance --script {shown}"))
         }
+    })
+}
+
+/// The operator's answer to the gate, from the flag or the environment.
+#[derive(Args, Clone, Default)]
+pub struct GateArgs {
+    /// Run even though the model has no passing conformance report on record (see
+    /// `abhed conformance`), accepting that it may misuse the tools. Also: ABHED_ALLOW_UNQUALIFIED_MODEL=1.
+    #[arg(long)]
+    pub allow_unqualified_model: bool,
+}
+
+/// Refuse a model without a passing conformance report, unless the operator allows it.
+pub(super) fn gate(plan: &Plan, g: &GateArgs) -> Result<(), Failure> {
+    let allowed = g.allow_unqualified_model
+        || std::env::var(abhed::conformance::gate::ALLOW_ENV).is_ok_and(|v| !v.is_empty() && v != "0");
+    if allowed {
+        return Ok(());
+    }
+    let store = Store::open(&plan.store_path).map_err(|e| Failure::internal(&e))?;
+    let (key, name, probe) = model_identity(&plan.spec, &store)?;
+    match abhed::conformance::gate::check(&store, &key, &name, &probe, &plan.config.conformance)
+        .map_err(|e| Failure::internal(&e))?
+    {
+        abhed::conformance::gate::Decision::Pass(_) => Ok(()),
+        abhed::conformance::gate::Decision::Refuse(msg) => Err(Failure::usage(msg)),
     }
 }
 

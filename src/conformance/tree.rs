@@ -1,4 +1,4 @@
-//! Directory trees as data: copy, snapshot, compare, write back. Files and symlinks only:
+//! Directory trees as data: snapshot, compare, write back. Files and symlinks only:
 //! git cannot hold empty directories, so a case cannot expect one.
 
 use std::collections::BTreeMap;
@@ -14,23 +14,6 @@ pub enum Entry {
 }
 
 pub type Tree = BTreeMap<String, Entry>;
-
-/// Copy `from` into `to`, keeping symlinks as symlinks and file permissions.
-pub fn copy(from: &Path, to: &Path) -> Result<()> {
-    for entry in walkdir(from)? {
-        let rel = entry.strip_prefix(from)?;
-        let dest = to.join(rel);
-        let meta = std::fs::symlink_metadata(&entry)?;
-        if meta.file_type().is_symlink() {
-            std::os::unix::fs::symlink(std::fs::read_link(&entry)?, &dest)?;
-        } else if meta.is_dir() {
-            std::fs::create_dir_all(&dest)?;
-        } else {
-            std::fs::copy(&entry, &dest).with_context(|| format!("cannot copy {}", entry.display()))?;
-        }
-    }
-    Ok(())
-}
 
 /// Every file and symlink under `root`, by relative path.
 pub fn snapshot(root: &Path) -> Result<Tree> {

@@ -6,6 +6,7 @@
 //! the first event's `prev_hash` is 64 zeros.
 
 mod reads;
+mod reports;
 mod state;
 
 use std::path::{Path, PathBuf};
@@ -18,9 +19,10 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 pub use reads::ReadRecord;
+pub use reports::StoredReport;
 
 /// The schema version this build writes (`PRAGMA user_version`).
-const SCHEMA_VERSION: i64 = 3;
+const SCHEMA_VERSION: i64 = 4;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS sessions (
@@ -57,6 +59,14 @@ CREATE TABLE IF NOT EXISTS session_state (
     updated_at  TEXT NOT NULL,
     PRIMARY KEY (session_id, key)
 );
+CREATE TABLE IF NOT EXISTS conformance_reports (
+    id           INTEGER PRIMARY KEY AUTOINCREMENT,
+    model_key    TEXT NOT NULL,
+    created_at   TEXT NOT NULL,
+    suite_digest TEXT NOT NULL,
+    report       TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS conformance_reports_by_model ON conformance_reports (model_key, id);
 CREATE TABLE IF NOT EXISTS file_hashes (
     path        TEXT NOT NULL,
     size        INTEGER NOT NULL,

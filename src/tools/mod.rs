@@ -8,7 +8,7 @@
 pub mod args;
 pub mod bash;
 pub mod edit;
-pub(crate) mod fsutil;
+pub mod fsutil;
 pub mod glob;
 pub mod grep;
 pub mod plan;

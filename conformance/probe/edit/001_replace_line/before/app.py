@@ -1,0 +1,8 @@
+import os
+
+DEBUG = True
+LOG_LEVEL = "info"
+
+
+def main():
+    print("starting")

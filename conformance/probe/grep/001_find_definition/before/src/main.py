@@ -1,0 +1,3 @@
+from settings import load_config
+
+cfg = load_config("a.json")

@@ -1,0 +1,6 @@
+import json
+
+
+def load_config(path):
+    with open(path) as f:
+        return json.load(f)

@@ -1,0 +1,2 @@
+// TODO: parse flags
+int main(void) { return 0; }

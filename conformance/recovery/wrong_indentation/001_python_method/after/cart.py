@@ -1,0 +1,6 @@
+class Cart:
+    def total(self):
+        s = 0
+        for item in self.items:
+            s += item.price * item.count
+        return s

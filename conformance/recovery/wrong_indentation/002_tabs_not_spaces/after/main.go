@@ -1,0 +1,5 @@
+func main() {
+	for i := 0; i < 10; i++ {
+		fmt.Println(i)
+	}
+}

@@ -1,0 +1,5 @@
+func main() {
+	for i := 0; i < 3; i++ {
+		fmt.Println(i)
+	}
+}
