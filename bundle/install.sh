@@ -113,4 +113,5 @@ esac
 echo
 echo "Next:"
 echo "  $cmd doctor"
-echo "  cd YOUR_PROJECT && $cmd run \"Summarise what this project does\""
+echo "  $cmd conformance --model YOUR_MODEL.gguf   (once per model: may it serve?)"
+echo "  cd YOUR_PROJECT && $cmd run --model YOUR_MODEL.gguf \"Summarise what this project does\""

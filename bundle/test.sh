@@ -10,6 +10,9 @@ bundle=$(cd "${1:?usage: bundle/test.sh BUNDLE_DIR}" && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/empty"
+# A store and config of its own: no report or setting from this host's earlier runs counts.
+export ABHED_HOME=$work/home ABHED_CONFIG=$work/no-config.toml
+unset ABHED_ALLOW_UNQUALIFIED_MODEL ABHED_MODEL
 fails=0
 ok() { echo "ok   $1"; }
 fail() { echo "FAIL $1"; shift; printf '     %s\n' "$@" | head -40; fails=$((fails + 1)); }
@@ -59,7 +62,14 @@ else
 fi
 proj=$work/project
 mkdir -p "$proj" && printf 'version = "2.4.1"\n' >"$proj/VERSION.toml"
-(cd "$proj" && airgap "$abhed" run --json --max-turns 4 --max-reply-tokens 256 \
+out=$(cd "$proj" && airgap "$abhed" run "hello" 2>&1)
+code=$?
+if [ $code -eq 2 ] && grep -q "has no conformance report on record" <<<"$out" && grep -q "abhed conformance --model $prefix/" <<<"$out" && grep -q -- "--allow-unqualified-model" <<<"$out"; then
+  ok "the gate: an installed model with no conformance report is refused, with the command that probes it"
+else
+  fail "the gate refuses an unprobed model" "exit $code: $out"
+fi
+(cd "$proj" && airgap "$abhed" run --allow-unqualified-model --json --max-turns 4 --max-reply-tokens 256 \
   "Use the bash tool to run: cat VERSION.toml. Then answer with the version it prints.") >"$work/run.jsonl" 2>"$work/run.err"
 if python3 -c '
 import json, sys

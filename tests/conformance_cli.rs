@@ -89,6 +89,16 @@ fn without_a_report_the_gate_refuses_and_the_override_runs() {
     assert_eq!(code, 0, "{err}");
     // The environment variable does the same (the other tests run that way).
     assert_eq!(env.cmd(&["run", "say hello", "--script", &script.display().to_string()]).status.code(), Some(0));
+    // An endpoint is known by its URL and model name, and refused before any connection.
+    let out = env
+        .command(&["run", "x", "--endpoint", "http://127.0.0.1:9", "--endpoint-model", "qwen"])
+        .env_remove(ALLOW)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("model `qwen` at http://127.0.0.1:9 has no conformance report"), "{err}");
+    assert!(err.contains("abhed conformance --endpoint http://127.0.0.1:9 --endpoint-model qwen"), "{err}");
     // With --json the refusal is the stream's last line too.
     let out = env
         .command(&["run", "--json", "x", "--script", &script.display().to_string()])

@@ -1,7 +1,7 @@
 //! `abhed conformance`: the harness, the capability probe and the error-recovery scenarios,
 //! one report, stored under the model for the gate.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use clap::Args;
@@ -31,7 +31,8 @@ pub struct ConformanceArgs {
     #[arg(long)]
     show: bool,
     /// Where to make the probe's workspace and scratch store, kept afterwards for inspection
-    /// (default: a temporary folder, removed at the end).
+    /// (default: /tmp/abhed-conformance-UID, the same path on every machine, because the path is
+    /// in the prompts and a different one changes what a model writes).
     #[arg(long, value_name = "DIR")]
     work_dir: Option<PathBuf>,
     /// Print nothing on stderr while the suite runs.
@@ -66,10 +67,8 @@ pub fn run(a: ConformanceArgs) -> Result<u8, Failure> {
         return print_report(&report, &th, a.json);
     }
 
-    let started_at = abhed::store::now_rfc3339();
-    let t0 = Instant::now();
-    let harness = run_harness(&suite, &progress)?;
     if a.harness_only {
+        let harness = run_harness(&suite, &progress)?;
         let ok = harness.passed == harness.cases && harness.cases > 0;
         if a.json {
             super::print_stdout(&format!("{}\n", serde_json::to_string_pretty(&harness).unwrap_or_default()))?;
@@ -83,29 +82,21 @@ pub fn run(a: ConformanceArgs) -> Result<u8, Failure> {
         return Ok(if ok { exit::OK } else { exit::TOOL_ERROR });
     }
 
-    let mc = &config.model;
-    let run_reply = a.model.max_reply_tokens.unwrap_or(mc.max_reply_tokens);
-    let needed = config.run.working_budget;
+    // Setup errors (no model, bad flags, a busy work folder) before anything runs.
+    let plan = run_cmd::plan(cwd, None, config.clone(), &a.model, &BudgetArgs::default(), Op::Continue)?;
+    let store = Store::open(&plan.store_path).map_err(|e| Failure::internal(&e))?;
+    let (key, _, _) = run_cmd::model_identity(&plan.spec, &store)?;
+    let (work, _lock) = work_dir(a.work_dir.as_deref())?;
     let limits = RunLimits {
         max_reply_tokens: a.model.max_reply_tokens.unwrap_or(RunLimits::default().max_reply_tokens),
         ..RunLimits::default()
     };
-    let plan = run_cmd::plan(cwd, None, config.clone(), &a.model, &BudgetArgs::default(), Op::Continue)?;
-    let store = Store::open(&plan.store_path).map_err(|e| Failure::internal(&e))?;
-    let (key, _, _) = run_cmd::model_identity(&plan.spec, &store)?;
-    let tmp;
-    let work = match &a.work_dir {
-        Some(d) => {
-            std::fs::create_dir_all(d).map_err(|e| Failure::usage(format!("cannot create {}: {e}", d.display())))?;
-            d.clone()
-        }
-        None => {
-            tmp = tempfile::tempdir().map_err(|e| Failure::internal(&e.into()))?;
-            tmp.path().to_path_buf()
-        }
-    };
+
+    let started_at = abhed::store::now_rfc3339();
+    let t0 = Instant::now();
+    let harness = run_harness(&suite, &progress)?;
     progress("loading the model ...");
-    let report = run_cmd::with_model(
+    let mut report = run_cmd::with_model(
         &plan.spec,
         &store,
         |_| {},
@@ -114,7 +105,9 @@ pub fn run(a: ConformanceArgs) -> Result<u8, Failure> {
             let system = [Message::new(Role::System, runner.system_prompt())];
             let prompt_tokens = runner.count_tokens(&system).map_err(|e| Failure::internal(&e.into()))?;
             let info = runner.model_info();
-            let context = ContextCheck::new(info.n_ctx, prompt_tokens, run_reply, needed);
+            // The context as runs will use it: one reply of the configured size, not the probe's.
+            let context =
+                ContextCheck::new(info.n_ctx, prompt_tokens, config.model.max_reply_tokens, config.run.working_budget);
             let mut report = Report {
                 v: REPORT_VERSION,
                 key: key.clone(),
@@ -130,56 +123,66 @@ pub fn run(a: ConformanceArgs) -> Result<u8, Failure> {
                 recovery: Vec::new(),
                 errors: Vec::new(),
             };
-            let probe_tasks = probe::tasks(&suite, Part::Probe).map_err(|e| Failure::internal(&e))?;
-            let recovery = probe::tasks(&suite, Part::Recovery).map_err(|e| Failure::internal(&e))?;
-            let mut runs: Vec<(&probe::Task, Part, Option<Variant>)> =
-                probe_tasks.iter().map(|t| (t, Part::Probe, None)).collect();
-            for t in &recovery {
-                runs.push((t, Part::Recovery, Some(Variant::Instructive)));
-                runs.push((t, Part::Recovery, Some(Variant::Bare)));
-            }
-            let total = runs.len();
-            for (i, (task, part, variant)) in runs.into_iter().enumerate() {
-                let label = format!(
-                    "[{:>2}/{total}] {} {}{}",
-                    i + 1,
-                    part.dir(),
-                    task.name,
-                    match variant {
-                        Some(Variant::Bare) => " (bare error)",
-                        Some(Variant::Instructive) => " (our error)",
-                        None => "",
-                    }
-                );
-                match runner.run(task, part, variant) {
-                    Ok(r) => {
-                        progress(&format!(
-                            "{label}: {} ({} turn{}, {:.1} s)",
-                            if r.passed { "pass".to_string() } else { format!("FAIL: {}", r.why) },
-                            r.turns,
-                            if r.turns == 1 { "" } else { "s" },
-                            r.wall_ms as f64 / 1000.0
-                        ));
-                        match part {
-                            Part::Probe => report.probe.push(r),
-                            Part::Recovery => report.recovery.push(r),
-                        }
-                    }
-                    Err(e) => {
-                        progress(&format!("{label}: ERROR (ours, not the model's): {e:#}"));
-                        report
-                            .errors
-                            .push(ItemError { name: format!("{}/{}", part.dir(), task.name), error: format!("{e:#}") });
-                    }
-                }
-            }
+            run_model_parts(&suite, &mut runner, &mut report, &progress)?;
             Ok(report)
         },
     )?;
-    let mut report = report;
     report.wall_ms = t0.elapsed().as_millis() as u64;
     store.save_report(&key, &report.suite_digest, &report.to_json(&th)).map_err(|e| Failure::internal(&e))?;
     print_report(&report, &th, a.json)
+}
+
+/// The probe tasks, then each recovery scenario with our error and with the bare one.
+fn run_model_parts(
+    suite: &Suite,
+    runner: &mut Runner<'_>,
+    report: &mut Report,
+    progress: &dyn Fn(&str),
+) -> Result<(), Failure> {
+    let probe_tasks = probe::tasks(suite, Part::Probe).map_err(|e| Failure::internal(&e))?;
+    let recovery = probe::tasks(suite, Part::Recovery).map_err(|e| Failure::internal(&e))?;
+    let mut runs: Vec<(&probe::Task, Part, Option<Variant>)> =
+        probe_tasks.iter().map(|t| (t, Part::Probe, None)).collect();
+    for t in &recovery {
+        runs.push((t, Part::Recovery, Some(Variant::Instructive)));
+        runs.push((t, Part::Recovery, Some(Variant::Bare)));
+    }
+    let total = runs.len();
+    for (i, (task, part, variant)) in runs.into_iter().enumerate() {
+        let label = format!(
+            "[{:>2}/{total}] {} {}{}",
+            i + 1,
+            part.dir(),
+            task.name,
+            match variant {
+                Some(Variant::Bare) => " (bare error)",
+                Some(Variant::Instructive) => " (our error)",
+                None => "",
+            }
+        );
+        match runner.run(task, part, variant) {
+            Ok(r) => {
+                progress(&format!(
+                    "{label}: {} ({} turn{}, {:.1} s)",
+                    if r.passed { "pass".to_string() } else { format!("FAIL: {}", r.why) },
+                    r.turns,
+                    if r.turns == 1 { "" } else { "s" },
+                    r.wall_ms as f64 / 1000.0
+                ));
+                match part {
+                    Part::Probe => report.probe.push(r),
+                    Part::Recovery => report.recovery.push(r),
+                }
+            }
+            Err(e) => {
+                progress(&format!("{label}: ERROR (ours, not the model's): {e:#}"));
+                report
+                    .errors
+                    .push(ItemError { name: format!("{}/{}", part.dir(), task.name), error: format!("{e:#}") });
+            }
+        }
+    }
+    Ok(())
 }
 
 fn print_report(report: &Report, th: &abhed::config::ConformanceConfig, json: bool) -> Result<u8, Failure> {
@@ -210,4 +213,49 @@ fn run_harness(suite: &Suite, progress: &dyn Fn(&str)) -> Result<HarnessResult, 
     result.wall_ms = t0.elapsed().as_millis() as u64;
     progress(&format!("harness: {} of {} pass ({:.1} s)", result.passed, result.cases, result.wall_ms as f64 / 1000.0));
     Ok(result)
+}
+
+/// The probe's folder, locked for this run. The workspace path is part of the system prompt and
+/// of every task, so by default it is one fixed path: two probes of a model, here or on
+/// another machine, then show it the same text.
+fn work_dir(flag: Option<&std::path::Path>) -> Result<(PathBuf, std::fs::File), Failure> {
+    use std::os::unix::fs::{DirBuilderExt as _, MetadataExt as _};
+    let uid = std::fs::metadata("/proc/self").map_err(|e| Failure::internal(&e.into()))?.uid();
+    let dir = flag.map_or_else(|| PathBuf::from(format!("/tmp/abhed-conformance-{uid}")), Path::to_path_buf);
+    match std::fs::symlink_metadata(&dir) {
+        Err(_) => std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&dir)
+            .map_err(|e| Failure::usage(format!("cannot create {}: {e}", dir.display())))?,
+        // /tmp is shared: the default folder must be a real folder of this user's.
+        Ok(m) if flag.is_none() && (!m.is_dir() || m.uid() != uid) => {
+            return Err(Failure::usage(format!(
+                "{} exists but is not a folder of yours; remove it, or give --work-dir",
+                dir.display()
+            )));
+        }
+        Ok(m) if !m.is_dir() => return Err(Failure::usage(format!("{} is not a folder", dir.display()))),
+        Ok(_) => {}
+    }
+    let lock_path = dir.join("lock");
+    let lock = std::fs::File::options()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .map_err(|e| Failure::usage(format!("cannot open {}: {e}", lock_path.display())))?;
+    if lock.try_lock().is_err() {
+        return Err(Failure::usage(format!(
+            "another abhed conformance is using {} (it holds {}); wait for it, or give --work-dir",
+            dir.display(),
+            lock_path.display()
+        )));
+    }
+    // What an earlier probe left: a fresh workspace and store for this one.
+    for old in ["ws", "probe.db", "probe.db-wal", "probe.db-shm"] {
+        let p = dir.join(old);
+        let _ = if p.is_dir() { std::fs::remove_dir_all(&p) } else { std::fs::remove_file(&p) };
+    }
+    Ok((dir, lock))
 }

@@ -304,7 +304,7 @@ pub(super) fn apply_setup(steps: &[Setup], ws: &Path, ws_str: &str) -> Result<Ve
 
 fn decode_hex(h: &str) -> Result<Vec<u8>> {
     let h: String = h.chars().filter(|c| !c.is_whitespace()).collect();
-    if h.len() % 2 != 0 {
+    if !h.len().is_multiple_of(2) {
         bail!("bytes_hex has an odd number of digits");
     }
     (0..h.len()).step_by(2).map(|i| u8::from_str_radix(&h[i..i + 2], 16).context("bad hex in bytes_hex")).collect()
