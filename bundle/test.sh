@@ -42,9 +42,9 @@ nets=$(airgap awk -F: 'NR > 2 { gsub(/ /, "", $1); print $1 }' /proc/net/dev)
 prefix=$work/prefix
 out=$(airgap sh "$bundle/install.sh" --prefix "$prefix" 2>&1)
 if [ $? -eq 0 ] && grep -q "^  $prefix/bin/abhed doctor$" <<<"$out" && grep -q "^  cd YOUR_PROJECT && $prefix/bin/abhed run " <<<"$out"; then
-  ok "install.sh installs offline and prints the two commands to run next"
+  ok "install.sh installs offline and prints the commands to run next"
 else
-  fail "install.sh installs offline and prints the two commands to run next" "$out"
+  fail "install.sh installs offline and prints the commands to run next" "$out"
 fi
 out=$(airgap sh "$bundle/install.sh" --prefix "$prefix" 2>&1)
 grep -q "already installed" <<<"$out" && ok "install.sh again: nothing to do" || fail "install.sh again: nothing to do" "$out"
