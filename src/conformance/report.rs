@@ -348,7 +348,7 @@ impl Report {
                     Some(Variant::Instructive) => " (ours)",
                     None => "",
                 };
-                let _ = writeln!(o, "          {} {}{}: {}", r.part_name(), r.name, variant, clip(&r.why, 160));
+                let _ = writeln!(o, "          {} {}{}: {}", r.part.dir(), r.name, variant, clip(&r.why, 160));
             }
         }
         for e in &self.errors {
@@ -364,15 +364,6 @@ impl Report {
             }
         }
         o
-    }
-}
-
-impl TaskResult {
-    fn part_name(&self) -> &'static str {
-        match self.part {
-            super::probe::Part::Probe => "probe",
-            super::probe::Part::Recovery => "recovery",
-        }
     }
 }
 
