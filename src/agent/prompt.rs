@@ -1,8 +1,11 @@
 //! The system prompt: who the model is, the turn protocol, the tools (their definitions exactly
 //! as `abhed tool --list` prints them), and the workspace's own instructions.
 
+use std::io::Read as _;
 use std::path::Path;
 
+use crate::sandbox::confined::FsError;
+use crate::sandbox::{PathError, Workspace};
 use crate::tools::Registry;
 use crate::tools::task::Profile;
 
@@ -43,7 +46,14 @@ If the task cannot be done, say why in the answer, with \"status\": \"gave_up\".
     );
     for name in INSTRUCTION_FILES {
         let path = workspace.join(name);
-        let Ok(text) = std::fs::read_to_string(&path) else { continue };
+        let text = match read_instructions(workspace, name) {
+            Instructions::Absent => continue,
+            Instructions::Refused(why) => {
+                prompt.push_str(&format!("\n[{name} is not included: {why}]\n"));
+                continue;
+            }
+            Instructions::Text(t) => t,
+        };
         let text = text.trim();
         if text.is_empty() {
             continue;
@@ -62,6 +72,42 @@ If the task cannot be done, say why in the answer, with \"status\": \"gave_up\".
         }
     }
     prompt
+}
+
+enum Instructions {
+    Absent,
+    /// There, but not sent, and why (said in the prompt, so nobody wonders).
+    Refused(String),
+    Text(String),
+}
+
+/// An instruction file, read as `read` reads: resolved in the workspace (a symlink may point
+/// inside it, never out), opened from the root's handle as a regular file only (a FIFO would
+/// hang the run, `/dev/zero` would never end), and at most what the prompt can hold.
+fn read_instructions(workspace: &Path, name: &str) -> Instructions {
+    let Ok(ws) = Workspace::new(workspace, &[]) else { return Instructions::Absent };
+    let raw = ws.root().join(name);
+    let resolved = match ws.resolve("path", &raw.to_string_lossy()) {
+        Ok(r) => r,
+        Err(PathError::Outside { .. }) => {
+            return Instructions::Refused("it is a symlink that leads outside the workspace".into());
+        }
+        Err(_) => return Instructions::Absent,
+    };
+    let opened = ws.open_parent(&resolved.real).and_then(|(dir, name)| dir.open_file(&name));
+    let (file, _) = match opened {
+        Ok(f) => f,
+        Err(FsError::Missing { .. }) => return Instructions::Absent,
+        Err(FsError::NotRegular { kind, .. }) => return Instructions::Refused(format!("it is {}", kind.describe())),
+        Err(e) => return Instructions::Refused(e.to_string()),
+    };
+    // Enough bytes for MAX_INSTRUCTION_CHARS characters of UTF-8, and one more to tell a cut.
+    let limit = (MAX_INSTRUCTION_CHARS as u64 + 1) * 4;
+    let mut bytes = Vec::new();
+    if let Err(e) = std::io::Read::take(file, limit).read_to_end(&mut bytes) {
+        return Instructions::Refused(format!("it cannot be read: {e}"));
+    }
+    Instructions::Text(String::from_utf8_lossy(&bytes).into_owned())
 }
 
 /// The system prompt of a subagent: the same rules and project instructions, its profile, and

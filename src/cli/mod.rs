@@ -110,6 +110,7 @@ pub fn main() -> ExitCode {
             return ExitCode::from(exit::USAGE);
         }
     };
+    start_temp_journal(&command);
     let result = match command {
         Command::Run(args) => run_cmd::run(args),
         Command::Chat(args) => chat_cmd::run(args),
@@ -135,6 +136,23 @@ pub fn print_stdout(text: &str) -> Result<(), Failure> {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
         Err(e) => Err(Failure { code: exit::INTERNAL, message: format!("cannot write to stdout: {e}") }),
+    }
+}
+
+/// The commands that write the user's files keep their temp files in the journal beside the
+/// store, and first remove those a killed abhed left (`sandbox::confined::TempJournal`).
+fn start_temp_journal(command: &Command) {
+    if matches!(command, Command::Bench(_) | Command::Doctor(_)) {
+        return;
+    }
+    let Some(dir) = abhed::store::Store::default_path().ok().and_then(|p| p.parent().map(|d| d.join("tmp-journal")))
+    else {
+        return;
+    };
+    match abhed::sandbox::confined::TempJournal::start(&dir) {
+        Ok(0) => {}
+        Ok(n) => tracing::info!("removed {n} temp files a killed abhed left behind"),
+        Err(e) => tracing::warn!("cannot keep the temp journal in {}: {e}", dir.display()),
     }
 }
 

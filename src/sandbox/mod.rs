@@ -1,6 +1,7 @@
 //! The sandbox layer: where a tool may act. File tools are confined to the workspace roots
 //! ([`Workspace`]); bash runs in the session microVM ([`SessionSandbox`]), never on the host.
 
+pub mod confined;
 pub mod image;
 mod paths;
 mod qemu;
@@ -8,7 +9,7 @@ mod session;
 mod tsc;
 pub mod vm;
 
-pub use paths::{PathError, Resolved, Workspace};
+pub use paths::{PathError, Resolved, Workspace, normalize};
 pub use qemu::{Qemu, find_qemu};
 pub use session::{
     BACKEND, KVM_PROBE_DEADLINE, KvmProbe, SandboxError, SessionSandbox, VmFacts, recorded_probe, try_kvm,

@@ -1,15 +1,26 @@
 //! Path confinement. Every path a tool receives is resolved here: it must be absolute, and
 //! after `..` and symlinks are resolved it must lie under the workspace root or an extra root
 //! the operator allowed.
+//!
+//! Resolving is the first look, by name: it decides what the path means and whether it is
+//! allowed, and gives the messages their paths. Acting on the path is done through the roots'
+//! directory handles ([`Workspace::open_dir`], [`Workspace::open_parent`]), never by name, so
+//! that a symlink swapped in after the look cannot lead the action outside (`confined.rs`).
 
+use std::ffi::OsString;
 use std::io;
 use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
 
-/// The directories tools may touch.
+use super::confined::{DirHandle, FsError, Kind};
+
+/// The directories tools may touch, and a handle on each.
 #[derive(Debug, Clone)]
 pub struct Workspace {
     root: PathBuf,
     extra_roots: Vec<PathBuf>,
+    /// One per root, in the order of [`Workspace::roots`].
+    handles: Vec<Arc<DirHandle>>,
 }
 
 /// A path that passed confinement.
@@ -36,6 +47,51 @@ pub enum PathError {
         "{given} is outside the workspace{via}. Tools may only touch files under {roots}. Choose a path under the workspace; an operator can allow more directories with `extra_roots` in the user config."
     )]
     Outside { given: String, via: String, roots: String },
+    /// A path no file can have (a NUL byte, over the system's length limits), or one that says
+    /// directory (a trailing `/`) of something that is not one.
+    #[error("`{field}` {why}")]
+    Invalid { field: String, why: String },
+}
+
+/// The longest path the kernel takes (PATH_MAX) and the longest name of one component
+/// (NAME_MAX), in bytes.
+pub const MAX_PATH_BYTES: usize = 4096;
+pub const MAX_NAME_BYTES: usize = 255;
+
+/// Text quoted back in a path error, at most this many characters.
+const QUOTE_CHARS: usize = 120;
+
+fn quote(raw: &str) -> String {
+    match raw.char_indices().nth(QUOTE_CHARS) {
+        None => raw.to_string(),
+        Some((cut, _)) => format!("{}…({} more characters)", &raw[..cut], raw[cut..].chars().count()),
+    }
+}
+
+/// Refuse what can never name a file, before anything is done with it, with the limit named.
+fn check_form(field: &str, raw: &str) -> Result<(), PathError> {
+    let invalid = |why: String| Err(PathError::Invalid { field: field.to_string(), why });
+    if let Some(at) = raw.find('\0') {
+        return invalid(format!(
+            "contains a NUL byte (at byte {at}), which no file name can hold: `{}`. Give the path without it.",
+            quote(&raw.replace('\0', "\\0"))
+        ));
+    }
+    if raw.len() > MAX_PATH_BYTES {
+        return invalid(format!(
+            "is {} bytes long, over the system's limit of {MAX_PATH_BYTES} bytes for a path, so no file has it: `{}`. Check the path (glob lists what exists).",
+            raw.len(),
+            quote(raw)
+        ));
+    }
+    if let Some(c) = raw.split('/').find(|c| c.len() > MAX_NAME_BYTES) {
+        return invalid(format!(
+            "has a component of {} bytes, over the system's limit of {MAX_NAME_BYTES} bytes for one file or directory name, so no file has it: `{}`. Check the path (glob lists what exists).",
+            c.len(),
+            quote(c)
+        ));
+    }
+    Ok(())
 }
 
 impl Workspace {
@@ -43,14 +99,18 @@ impl Workspace {
     /// Roots are canonicalized so that confinement compares real paths.
     pub fn new(root: &Path, extra_roots: &[PathBuf]) -> io::Result<Self> {
         let root = root.canonicalize()?;
+        let mut handles = vec![Arc::new(DirHandle::open_root(&root)?)];
         let mut extras = Vec::new();
         for r in extra_roots {
             // An extra root that does not exist grants nothing; skip it rather than fail.
-            if let Ok(c) = r.canonicalize() {
+            if let Ok(c) = r.canonicalize()
+                && let Ok(h) = DirHandle::open_root(&c)
+            {
                 extras.push(c);
+                handles.push(Arc::new(h));
             }
         }
-        Ok(Workspace { root, extra_roots: extras })
+        Ok(Workspace { root, extra_roots: extras, handles })
     }
 
     pub fn root(&self) -> &Path {
@@ -69,6 +129,7 @@ impl Workspace {
                 example: self.root.join("src/main.rs").display().to_string(),
             });
         }
+        check_form(field, raw)?;
         let given = Path::new(raw);
         if !given.is_absolute() {
             let trimmed = raw.trim();
@@ -106,12 +167,54 @@ impl Workspace {
                 roots: self.roots().map(|r| r.display().to_string()).collect::<Vec<_>>().join(", "),
             });
         }
+        // `file.txt/` says "directory": only a directory may be named so. (The kernel agrees:
+        // opening `file.txt/` fails with ENOTDIR.)
+        if raw.len() > 1 && raw.ends_with('/') && !real.is_dir() {
+            let what = if real.exists() { "is not a directory" } else { "does not exist" };
+            return Err(PathError::Invalid {
+                field: field.to_string(),
+                why: format!(
+                    "ends with `/`, which names a directory, but {} {what}. To name the file, give the path without the trailing `/`: {}.",
+                    shown.display(),
+                    shown.display()
+                ),
+            });
+        }
         Ok(Resolved { shown, real })
     }
 
     /// Whether a real (symlink-resolved) path lies under one of the roots.
     pub fn contains(&self, real: &Path) -> bool {
         self.roots().any(|r| real.starts_with(r))
+    }
+
+    /// The handle of the innermost root holding `real`, and the path below it.
+    fn root_of<'p>(&self, real: &'p Path) -> Option<(&DirHandle, &'p Path)> {
+        self.roots()
+            .zip(&self.handles)
+            .filter_map(|(r, h)| real.strip_prefix(r).ok().map(|rest| (h.as_ref(), rest)))
+            .min_by_key(|(_, rest)| rest.components().count())
+    }
+
+    /// Open the directory `real` (a [`Resolved::real`]) from its root's handle, one component
+    /// at a time, following no symlink.
+    pub fn open_dir(&self, real: &Path) -> Result<DirHandle, FsError> {
+        match self.root_of(real) {
+            Some((root, rest)) => root.open_dir(rest),
+            None => Err(FsError::Changed { at: real.to_path_buf() }),
+        }
+    }
+
+    /// Open the directory holding `real`, and give the entry's name in it. A root itself has
+    /// no parent to act in: it is reported as the directory it is.
+    pub fn open_parent(&self, real: &Path) -> Result<(DirHandle, OsString), FsError> {
+        let Some((root, rest)) = self.root_of(real) else {
+            return Err(FsError::Changed { at: real.to_path_buf() });
+        };
+        match (rest.parent(), rest.file_name()) {
+            (Some(parent), Some(name)) => Ok((root.open_dir(parent)?, name.to_os_string())),
+            _ => Err(FsError::NotRegular { at: real.to_path_buf(), kind: Kind::Dir }),
+        }
     }
 }
 

@@ -8,18 +8,20 @@
 
 mod nearest;
 
+use std::ffi::{OsStr, OsString};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::fsutil::{self, FileIdentity};
+use super::fsutil::{self, Existing, FileIdentity};
 use super::read::{LINE_CUT_MARKER, MAX_LINE_CHARS, cut_line};
 use super::{
     ErrorCode, Tool, ToolContext, ToolError, ToolFailure, ToolOutput, ToolResult, human_bytes, io_error, plural,
     suggest,
 };
+use crate::sandbox::confined::{DirHandle, DirLock};
 use crate::store::ReadRecord;
 
 pub struct Edit;
@@ -114,9 +116,15 @@ impl Tool for Edit {
         let shown = path.shown.as_path();
         let real = path.real.as_path();
         crate::approval::gate::path(ctx, self.name(), shown, real)?;
+        // What this session knew when the call began (see write).
+        let known = ctx.session.last_read(real).map_err(ToolFailure::Internal)?;
 
-        match std::fs::metadata(real) {
-            Ok(m) if m.is_dir() => Err(ToolError::new(
+        let Some((dir, name)) = fsutil::open_parent(ctx.workspace, "edit", shown, real)? else {
+            return create(ctx, &plan, shown, real, None);
+        };
+        let lock = dir.lock().map_err(|e| io_error("edit", shown, &e))?;
+        match fsutil::existing(&dir, &name, "edit", shown, real)? {
+            Existing::Dir => Err(ToolError::new(
                 ErrorCode::IsDirectory,
                 format!(
                     "{} is a directory, not a file; edit changes one file. Give the path of a file in it (to list them use glob, e.g. {{\"pattern\": \"*\", \"path\": \"{}\"}}).",
@@ -125,18 +133,26 @@ impl Tool for Edit {
                 ),
             )
             .into()),
-            Ok(m) if !m.is_file() => Err(ToolError::new(
+            Existing::Other(kind) => Err(ToolError::new(
                 ErrorCode::Io,
-                format!("{} is not a regular file (a device, socket or pipe); edit only changes regular files.", shown.display()),
+                format!("{} is {}, not a regular file; edit only changes regular files.", shown.display(), kind.describe()),
             )
             .into()),
-            Ok(_) => edit_existing(ctx, &plan, shown, real),
-            Err(e) if matches!(e.kind(), std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory) => {
-                create(ctx, &plan, shown, real)
+            Existing::File { bytes, meta } => {
+                let target = Target { dir: &dir, name: &name, mode: meta.mode, _lock: lock };
+                edit_existing(ctx, &plan, shown, real, known.as_ref(), bytes, &target)
             }
-            Err(e) => Err(io_error("edit", shown, &e).into()),
+            Existing::Absent => create(ctx, &plan, shown, real, Some((dir, name, lock))),
         }
     }
+}
+
+/// Where an edit writes: the file's directory (locked) and name, and the mode to keep.
+struct Target<'a> {
+    dir: &'a DirHandle,
+    name: &'a OsStr,
+    mode: u32,
+    _lock: DirLock,
 }
 
 impl Plan {
@@ -238,8 +254,15 @@ fn empty_old_error(plan: &Plan, i: usize, shown: &Path, text: Option<&str>) -> T
     plan.member_error(i, ErrorCode::EmptyOldString, detail)
 }
 
-fn edit_existing(ctx: &ToolContext<'_>, plan: &Plan, shown: &Path, real: &Path) -> ToolResult {
-    let bytes = std::fs::read(real).map_err(|e| io_error("read", shown, &e))?;
+fn edit_existing(
+    ctx: &ToolContext<'_>,
+    plan: &Plan,
+    shown: &Path,
+    real: &Path,
+    known: Option<&ReadRecord>,
+    bytes: Vec<u8>,
+    target: &Target<'_>,
+) -> ToolResult {
     // The refusals below are rare: they hash on their own. The common path hashes in parallel.
     let refuse = |e: ToolError| ToolFailure::Model(e.with_file(FileIdentity::new(shown, fsutil::sha256_hex(&bytes))));
 
@@ -272,7 +295,7 @@ fn edit_existing(ctx: &ToolContext<'_>, plan: &Plan, shown: &Path, real: &Path) 
     let ident = FileIdentity::new(shown, sha.clone());
     let with = |e: ToolError| ToolFailure::Model(e.with_file(ident.clone()));
 
-    match ctx.session.last_read(real).map_err(ToolFailure::Internal)? {
+    match known {
         None => {
             return Err(with(ToolError::new(
                 ErrorCode::NotRead,
@@ -311,30 +334,40 @@ fn edit_existing(ctx: &ToolContext<'_>, plan: &Plan, shown: &Path, real: &Path) 
         )));
     }
 
-    let mode = fsutil::mode_for(real, ctx.config.write.mode());
-    let new_sha = write_and_hash(real, applied.text.as_bytes(), mode, shown).map_err(|e| match e {
-        ToolFailure::Model(e) => with(e),
-        other => other,
-    })?;
-    record(ctx, real, &applied, &new_sha)?;
-    let (text, truncated) = render(shown, plan, &applied, Some(applied.lines_before), &new_sha, None);
+    let (new_sha, mtime_ns) =
+        write_and_hash(target, applied.text.as_bytes(), Some(&sha), shown, real).map_err(|e| match e {
+            ToolFailure::Model(e) => with(e),
+            other => other,
+        })?;
+    record(ctx, real, &applied, &new_sha, mtime_ns)?;
+    let (mut text, truncated) = render(shown, plan, &applied, Some(applied.lines_before), &new_sha, None);
+    if let Some(note) = fsutil::moved_note(target.dir, ctx.workspace, target.name) {
+        text.push_str(&note);
+    }
     Ok(ToolOutput { text, mutated: true, truncated, file: Some(FileIdentity::new(shown, new_sha)), meta: None })
 }
 
-/// Write atomically, hashing the new content while the disk syncs. Returns its sha256.
-fn write_and_hash(real: &Path, new: &[u8], mode: u32, shown: &Path) -> Result<String, ToolFailure> {
+/// Write atomically (the content must still be `expected` right before the rename), hashing
+/// the new content while the disk syncs. Returns its sha256 and the new file's mtime.
+fn write_and_hash(
+    target: &Target<'_>,
+    new: &[u8],
+    expected: Option<&str>,
+    shown: &Path,
+    real: &Path,
+) -> Result<(String, i64), ToolFailure> {
     let (written, sha) = std::thread::scope(|s| {
         let hasher = s.spawn(|| fsutil::sha256_hex(new));
-        (fsutil::atomic_write(real, new, mode), hasher.join())
+        (fsutil::replace(target.dir, target.name, new, target.mode, expected, shown, real), hasher.join())
     });
-    written.map_err(|e| io_error("write", shown, &e))?;
-    sha.map_err(|_| ToolFailure::Internal(anyhow::anyhow!("hashing {} panicked", shown.display())))
+    let meta = written?;
+    let sha = sha.map_err(|_| ToolFailure::Internal(anyhow::anyhow!("hashing {} panicked", shown.display())))?;
+    Ok((sha, meta.mtime_ns))
 }
 
 /// After an edit the model knows the whole new content: record it as read, so the next edit
 /// of this version needs no re-read.
-fn record(ctx: &ToolContext<'_>, real: &Path, a: &Applied, sha: &str) -> Result<(), ToolFailure> {
-    let mtime_ns = std::fs::metadata(real).map(|m| fsutil::mtime_ns(&m)).unwrap_or(0);
+fn record(ctx: &ToolContext<'_>, real: &Path, a: &Applied, sha: &str, mtime_ns: i64) -> Result<(), ToolFailure> {
     let total = a.lines as u64;
     let rec = ReadRecord {
         sha256: sha.to_string(),
@@ -347,11 +380,17 @@ fn record(ctx: &ToolContext<'_>, real: &Path, a: &Applied, sha: &str) -> Result<
 }
 
 /// A file that does not exist: an empty old_string (of the first member) creates it.
-fn create(ctx: &ToolContext<'_>, plan: &Plan, shown: &Path, real: &Path) -> ToolResult {
+fn create(
+    ctx: &ToolContext<'_>,
+    plan: &Plan,
+    shown: &Path,
+    real: &Path,
+    parent: Option<(DirHandle, OsString, DirLock)>,
+) -> ToolResult {
     check_identical(plan, 0)?;
     let first = &plan.members[0];
     if !first.old.is_empty() {
-        let mut e = suggest::not_found(ctx.workspace, shown);
+        let mut e = suggest::not_found(ctx, shown);
         e.message.push_str(" To create a new file, use write, or edit with an empty old_string.");
         return Err(e.into());
     }
@@ -363,10 +402,19 @@ fn create(ctx: &ToolContext<'_>, plan: &Plan, shown: &Path, real: &Path) -> Tool
     }
     let applied = apply(plan, &first.new, 1).map_err(|miss| miss_error(plan, miss, shown, &first.new))?;
 
-    let created_dirs = fsutil::ensure_parent("edit", ctx.config.write.create_parent_dirs, shown, real)?;
-    let mode = fsutil::mode_for(real, ctx.config.write.mode());
-    let sha = match write_and_hash(real, applied.text.as_bytes(), mode, shown) {
-        Ok(sha) => sha,
+    let (dir, name, lock, created_dirs) = match parent {
+        Some((dir, name, lock)) => (dir, name, lock, Vec::new()),
+        None => {
+            let (dir, name, created) =
+                fsutil::create_parent(ctx.workspace, "edit", ctx.config.write.create_parent_dirs, shown, real)?;
+            let lock = dir.lock().map_err(|e| io_error("edit", shown, &e))?;
+            (dir, name, lock, created)
+        }
+    };
+    let mode = ctx.config.write.mode();
+    let target = Target { dir: &dir, name: &name, mode, _lock: lock };
+    let (sha, mtime_ns) = match write_and_hash(&target, applied.text.as_bytes(), None, shown, real) {
+        Ok(done) => done,
         Err(ToolFailure::Model(mut err)) if !created_dirs.is_empty() => {
             err.mutated = true;
             err.message.push_str(&format!(
@@ -377,8 +425,11 @@ fn create(ctx: &ToolContext<'_>, plan: &Plan, shown: &Path, real: &Path) -> Tool
         }
         Err(e) => return Err(e),
     };
-    record(ctx, real, &applied, &sha)?;
-    let (text, truncated) = render(shown, plan, &applied, None, &sha, Some((mode, &created_dirs)));
+    record(ctx, real, &applied, &sha, mtime_ns)?;
+    let (mut text, truncated) = render(shown, plan, &applied, None, &sha, Some((mode, &created_dirs)));
+    if let Some(note) = fsutil::moved_note(&dir, ctx.workspace, &name) {
+        text.push_str(&note);
+    }
     Ok(ToolOutput { text, mutated: true, truncated, file: Some(FileIdentity::new(shown, sha)), meta: None })
 }
 

@@ -1,8 +1,8 @@
 //! File helpers shared by the file tools: content identity, binary sniffing, atomic writes.
 
+use std::ffi::{OsStr, OsString};
 use std::fs::{self, File};
-use std::io::{self, Read as _, Write as _};
-use std::os::unix::fs::PermissionsExt;
+use std::io::{self, Read as _};
 use std::path::{Path, PathBuf};
 use std::time::UNIX_EPOCH;
 
@@ -10,6 +10,8 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 
 use super::{ErrorCode, ToolError};
+use crate::sandbox::Workspace;
+use crate::sandbox::confined::{DirHandle, FsError, Kind, Meta, ReplaceError};
 
 /// The identity of a file's content as the model last saw it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -120,61 +122,266 @@ pub fn lines_from(newlines: usize, bytes: &[u8]) -> usize {
     newlines + usize::from(bytes.last().is_some_and(|&b| b != b'\n'))
 }
 
-/// Make sure the parent directory of a file about to be created exists, creating it when the
-/// operator allows (`write.create_parent_dirs`). Returns the directories created, outermost
-/// first. `tool` names the tool in the message.
-pub fn ensure_parent(tool: &str, create_allowed: bool, shown: &Path, real: &Path) -> Result<Vec<PathBuf>, ToolError> {
-    let Some(parent) = real.parent() else { return Ok(Vec::new()) };
-    let shown_parent = shown.parent().unwrap_or(shown);
-    let not_a_dir =
-        |what: String| ToolError::new(ErrorCode::NotADirectory, format!("cannot create {}: {what}.", shown.display()));
-    match fs::metadata(parent) {
-        Ok(m) if m.is_dir() => return Ok(Vec::new()),
-        Ok(_) => return Err(not_a_dir(format!("{} is a file, not a directory", shown_parent.display()))),
-        Err(e) if e.kind() == io::ErrorKind::NotADirectory => {
-            return Err(not_a_dir(format!("a component of {} is a file, not a directory", shown_parent.display())));
+/// The model-facing error for a confined operation that did not happen. `real` and `shown`
+/// are the path as resolved and as the model gave it: paths in the error are shown the
+/// model's way.
+pub fn fs_error(action: &str, shown: &Path, real: &Path, e: FsError) -> ToolError {
+    let as_shown = |at: &Path| as_shown(shown, real, at);
+    match e {
+        FsError::Missing { at } => ToolError::new(
+            ErrorCode::NotFound,
+            format!(
+                "cannot {action} {}: {} does not exist (it may have been removed while the call ran). Use glob to see what is there now.",
+                shown.display(),
+                as_shown(&at).display()
+            ),
+        ),
+        FsError::NotADirectory { at } => ToolError::new(
+            ErrorCode::NotADirectory,
+            format!(
+                "cannot {action} {}: {} is a file, not a directory. Check the path with glob.",
+                shown.display(),
+                as_shown(&at).display()
+            ),
+        ),
+        // A symlink loop resolves to itself, so the tools meet it as a symlink: tell it from one
+        // swapped in by asking the kernel (this only picks the message).
+        FsError::Changed { at } if std::fs::metadata(&at).is_err_and(|e| e.raw_os_error() == Some(40)) => {
+            super::io_error(action, shown, &io::Error::from_raw_os_error(40))
         }
-        Err(_) => {}
+        FsError::Changed { at } => changed_error(action, shown, &as_shown(&at)),
+        FsError::NotRegular { at, kind } => ToolError::new(
+            ErrorCode::Io,
+            format!(
+                "cannot {action} {}: {} is {}, not a regular file; file tools act on regular files only.",
+                shown.display(),
+                as_shown(&at).display(),
+                kind.describe()
+            ),
+        ),
+        FsError::Io { err, .. } => super::io_error(action, shown, &err),
     }
+}
+
+/// The path changed under the call: a symlink or another file was swapped in after the path was
+/// resolved. Nothing outside the workspace was touched: the tools never follow such a link.
+pub fn changed_error(action: &str, shown: &Path, at: &Path) -> ToolError {
+    ToolError::new(
+        ErrorCode::PathChanged,
+        format!(
+            "cannot {action} {}: {} was replaced (by a symlink or another file) while the call ran, so the path no longer means what it did when the call began. Something in the workspace is changing it, such as a bash command still running. Nothing outside the workspace was read or touched. Look at what is there now (glob, or bash `ls -l`), then call again.",
+            shown.display(),
+            at.display()
+        ),
+    )
+}
+
+/// Where a file's directory is, opened from its root: `None` when the directory (or one above
+/// it) does not exist.
+pub fn open_parent(
+    ws: &Workspace,
+    action: &str,
+    shown: &Path,
+    real: &Path,
+) -> Result<Option<(DirHandle, OsString)>, ToolError> {
+    match ws.open_parent(real) {
+        Ok(p) => Ok(Some(p)),
+        Err(FsError::Missing { .. }) => Ok(None),
+        Err(e) => Err(fs_error(action, shown, real, e)),
+    }
+}
+
+/// The directory of a file about to be created, created when the operator allows it
+/// (`write.create_parent_dirs`), one directory at a time from the root's handle. Returns it,
+/// the file's name, and the directories created, outermost first. `tool` names the tool in
+/// the message.
+pub fn create_parent(
+    ws: &Workspace,
+    tool: &str,
+    create_allowed: bool,
+    shown: &Path,
+    real: &Path,
+) -> Result<(DirHandle, OsString, Vec<PathBuf>), ToolError> {
+    let (Some(parent), Some(name)) = (real.parent(), real.file_name()) else {
+        return Err(fs_error("create", shown, real, FsError::NotRegular { at: real.to_path_buf(), kind: Kind::Dir }));
+    };
+    let shown_parent = shown.parent().unwrap_or(shown);
+    let not_a_dir = |at: &Path| {
+        let what = if at == parent {
+            format!("{} is a file, not a directory", shown_parent.display())
+        } else {
+            format!("a component of {} is a file, not a directory", shown_parent.display())
+        };
+        ToolError::new(ErrorCode::NotADirectory, format!("cannot create {}: {what}.", shown.display()))
+    };
+    // The existing part first, then what is missing, created one directory at a time.
+    let mut existing = parent;
+    let dir = loop {
+        match ws.open_dir(existing) {
+            Ok(d) => break d,
+            Err(FsError::Missing { .. }) => match existing.parent() {
+                Some(up) if ws.contains(up) => existing = up,
+                _ => return Err(fs_error("create", shown, real, FsError::Missing { at: existing.to_path_buf() })),
+            },
+            Err(FsError::NotADirectory { at }) => return Err(not_a_dir(&at)),
+            Err(e) => return Err(fs_error("create", shown, real, e)),
+        }
+    };
+    let missing: Vec<&std::ffi::OsStr> = parent.strip_prefix(existing).map(|r| r.iter().collect()).unwrap_or_default();
+    if missing.is_empty() {
+        return Ok((dir, name.to_os_string(), Vec::new()));
+    }
+    let first_missing = existing.join(missing[0]);
     if !create_allowed {
-        let missing = parent.ancestors().take_while(|a| !a.exists()).last().unwrap_or(parent);
+        let first_shown = as_shown(shown, real, &first_missing);
         return Err(ToolError::new(
             ErrorCode::ParentMissing,
             format!(
                 "cannot create {}: its directory {} does not exist ({} is the first missing one). {tool} does not create directories unless the operator enables `write.create_parent_dirs`. Create it first (bash: `mkdir -p {}`), or use an existing directory.",
                 shown.display(),
                 shown_parent.display(),
-                missing.display(),
+                first_shown.display(),
                 shown_parent.display()
             ),
         ));
     }
-    let created: Vec<PathBuf> = parent.ancestors().take_while(|a| !a.exists()).map(Path::to_path_buf).collect();
-    fs::create_dir_all(parent).map_err(|e| super::io_error("create the directory for", shown, &e))?;
-    Ok(created.into_iter().rev().collect())
+    let mut created = Vec::new();
+    let mut dir = dir;
+    let mut at = existing.to_path_buf();
+    for name_part in missing {
+        at.push(name_part);
+        match dir.create_dir(name_part, 0o755) {
+            Ok(()) => created.push(as_shown(shown, real, &at)),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+            Err(e) => {
+                let mut err = super::io_error("create the directory for", shown, &e);
+                if !created.is_empty() {
+                    err.mutated = true;
+                    err.message.push_str(&format!(" These directories were created: {}.", list_paths(&created)));
+                }
+                return Err(err);
+            }
+        }
+        dir = match dir.child_dir(name_part) {
+            Ok(d) => d,
+            Err(e) => {
+                let mut err = fs_error("create", shown, real, e);
+                if !created.is_empty() {
+                    err.mutated = true;
+                    err.message.push_str(&format!(" These directories were created: {}.", list_paths(&created)));
+                }
+                return Err(err);
+            }
+        };
+    }
+    Ok((dir, name.to_os_string(), created))
+}
+
+/// `at`, a real path near `real`, the way the model names it. `shown` and `real` differ where
+/// the model's path goes through a symlink: below the point where they part, `at` is rebased
+/// onto the shown side; elsewhere it is shown as it is.
+pub fn as_shown(shown: &Path, real: &Path, at: &Path) -> PathBuf {
+    let (mut r, mut s) = (real, shown);
+    while let (Some(rn), Some(sn)) = (r.file_name(), s.file_name()) {
+        if rn != sn {
+            break;
+        }
+        match (r.parent(), s.parent()) {
+            (Some(rp), Some(sp)) => (r, s) = (rp, sp),
+            _ => break,
+        }
+    }
+    match at.strip_prefix(r) {
+        Ok(rest) if rest.as_os_str().is_empty() => s.to_path_buf(),
+        Ok(rest) => s.join(rest),
+        Err(_) => at.to_path_buf(),
+    }
+}
+
+/// What is at a path in a directory, for write and edit.
+pub enum Existing {
+    Absent,
+    File { bytes: Vec<u8>, meta: Meta },
+    Dir,
+    Other(Kind),
+}
+
+/// Look at `name` in `dir` and read it whole if it is a regular file.
+pub fn existing(dir: &DirHandle, name: &OsStr, action: &str, shown: &Path, real: &Path) -> Result<Existing, ToolError> {
+    match dir.open_file(name) {
+        Ok((mut file, meta)) => {
+            let mut bytes = Vec::with_capacity(meta.len as usize);
+            file.read_to_end(&mut bytes).map_err(|e| super::io_error(action, shown, &e))?;
+            Ok(Existing::File { bytes, meta })
+        }
+        Err(FsError::Missing { .. }) => Ok(Existing::Absent),
+        Err(FsError::NotRegular { kind: Kind::Dir, .. }) => Ok(Existing::Dir),
+        Err(FsError::NotRegular { kind, .. }) => Ok(Existing::Other(kind)),
+        Err(e) => Err(fs_error(action, shown, real, e)),
+    }
+}
+
+/// Replace `name` in `dir` with `bytes`, atomically. `expected` is the sha256 of what was
+/// there when the caller decided (`None`: nothing was there): it is compared once more right
+/// before the rename, so a change made meanwhile (by the guest, or another call) is never
+/// overwritten unseen. Returns the new file's metadata.
+pub fn replace(
+    dir: &DirHandle,
+    name: &OsStr,
+    bytes: &[u8],
+    mode: u32,
+    expected: Option<&str>,
+    shown: &Path,
+    real: &Path,
+) -> Result<Meta, ToolError> {
+    let last_look = || -> Result<(), ToolError> {
+        let now = match existing(dir, name, "write", shown, real)? {
+            Existing::Absent => None,
+            Existing::File { bytes, .. } => Some(sha256_hex(&bytes)),
+            Existing::Dir => Some("a directory".to_string()),
+            Existing::Other(kind) => Some(kind.describe().to_string()),
+        };
+        if now.as_deref() == expected {
+            return Ok(());
+        }
+        let what = match (&now, expected) {
+            (None, _) => "it was removed".to_string(),
+            (Some(_), None) => "it was created".to_string(),
+            (Some(n), Some(e)) => format!(
+                "it was sha256 {} and is now {}",
+                short(e),
+                if n.len() == 64 { format!("sha256 {}", short(n)) } else { n.clone() }
+            ),
+        };
+        Err(ToolError::new(
+            ErrorCode::StaleRead,
+            format!(
+                "{} changed while this call ran ({what}), so it was not overwritten: something else is writing it (a bash command still running, or another call). Read it again and base your change on what is there now.",
+                shown.display()
+            ),
+        ))
+    };
+    dir.replace(name, bytes, mode, last_look).map_err(|e| match e {
+        ReplaceError::Refused(e) => e,
+        ReplaceError::Io(e) => super::io_error("write", shown, &e),
+    })
+}
+
+/// A sentence for a success message when the file's directory was moved while the call ran (the
+/// file is where the directory went, not where the model said), or `None`.
+pub fn moved_note(dir: &DirHandle, ws: &Workspace, name: &OsStr) -> Option<String> {
+    let now = dir.current_path()?;
+    if now == dir.path() {
+        return None;
+    }
+    let at = now.join(name);
+    let inside = if ws.contains(&now) { "" } else { " (outside the workspace: the operator should look at it)" };
+    Some(format!(" Note: its directory was moved while the call ran, so the file is now at {}{inside}.", at.display()))
 }
 
 /// "a, b, c" for paths in messages.
 pub fn list_paths(paths: &[PathBuf]) -> String {
     paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
-}
-
-/// Write `bytes` to `path` atomically: a temp file in the same directory, fsync, rename over
-/// the target, fsync the directory. `mode` is applied to the new file before the rename, so
-/// the target never exists with the wrong permissions.
-pub fn atomic_write(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
-    let dir = path.parent().ok_or_else(|| io::Error::other("path has no parent directory"))?;
-    let mut tmp = tempfile::Builder::new().prefix(".abhed-").suffix(".tmp").tempfile_in(dir)?;
-    tmp.write_all(bytes)?;
-    tmp.as_file().set_permissions(fs::Permissions::from_mode(mode))?;
-    tmp.as_file().sync_all()?;
-    tmp.persist(path).map_err(|e| e.error)?;
-    File::open(dir)?.sync_all()
-}
-
-/// The permission bits to give a rewritten file: its own if it exists, else `default`.
-pub fn mode_for(path: &Path, default: u32) -> u32 {
-    fs::metadata(path).map(|m| m.permissions().mode() & 0o7777).unwrap_or(default)
 }
 
 #[cfg(test)]
@@ -190,23 +397,21 @@ mod tests {
     }
 
     #[test]
+    fn paths_are_shown_the_models_way() {
+        let (shown, real) = (Path::new("/ws/lnk/a.txt"), Path::new("/ws/src/auth/a.txt"));
+        assert_eq!(as_shown(shown, real, Path::new("/ws/src/auth/a.txt")), Path::new("/ws/lnk/a.txt"));
+        assert_eq!(as_shown(shown, real, Path::new("/ws/src/auth/b/c")), Path::new("/ws/lnk/b/c"));
+        assert_eq!(as_shown(shown, real, Path::new("/ws/src/x")), Path::new("/ws/src/x"));
+        let same = Path::new("/ws/a/b.txt");
+        assert_eq!(as_shown(same, same, Path::new("/ws/a")), Path::new("/ws/a"));
+    }
+
+    #[test]
     fn line_counts() {
         assert_eq!(line_count(b""), 0);
         assert_eq!(line_count(b"a"), 1);
         assert_eq!(line_count(b"a\n"), 1);
         assert_eq!(line_count(b"a\nb"), 2);
         assert_eq!(line_count(b"\n\n"), 2);
-    }
-
-    #[test]
-    fn atomic_write_keeps_mode() {
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("f");
-        atomic_write(&p, b"one", 0o600).unwrap();
-        assert_eq!(fs::read(&p).unwrap(), b"one");
-        assert_eq!(mode_for(&p, 0o644), 0o600);
-        atomic_write(&p, b"two", mode_for(&p, 0o644)).unwrap();
-        assert_eq!(fs::metadata(&p).unwrap().permissions().mode() & 0o777, 0o600);
-        assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1, "no temp file left behind");
     }
 }

@@ -4,18 +4,18 @@
 //! relative to the directory searched, so `*.rs` is the top level and `**/*.rs` the whole tree.
 //! A literal leading directory part of the pattern (`src/` in `src/**/*.rs`, or the whole
 //! directory part of an absolute pattern) becomes the directory walked. The walk is
-//! ripgrep's, shared with grep ([`super::walk`]).
+//! shared with grep ([`super::walk`]).
 
 use std::path::{Path, PathBuf};
-use std::time::SystemTime;
 
 use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
-use ignore::{DirEntry, WalkState};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::walk::{self, FileVisitor, Filters, WalkErrors};
-use super::{ErrorCode, Tool, ToolContext, ToolError, ToolOutput, ToolResult, parse_args};
+use super::walk::{self, Entry, FileVisitor, Filters, Flow, WalkErrors};
+use super::{ErrorCode, Tool, ToolContext, ToolError, ToolOutput, ToolResult, fsutil, parse_args};
+use crate::sandbox::confined::{FsError, Kind};
+use crate::sandbox::{PathError, Workspace};
 
 /// The most paths one call returns.
 pub const MAX_RESULTS: usize = 1000;
@@ -75,8 +75,8 @@ fn glob(ctx: &ToolContext<'_>, args: &Args) -> Result<ToolOutput, ToolError> {
     // Check the whole pattern first, so that an error quotes what the model wrote.
     compile(pattern)?;
 
-    let (base, md) = walk::resolve_existing(ctx, args.path.as_deref())?;
-    if !md.is_dir() {
+    let (base, kind) = walk::resolve_existing(ctx, args.path.as_deref())?;
+    if kind != Kind::Dir {
         let parent = base.shown.parent().unwrap_or(Path::new("/"));
         return Err(ToolError::new(
             ErrorCode::NotADirectory,
@@ -94,9 +94,17 @@ fn glob(ctx: &ToolContext<'_>, args: &Args) -> Result<ToolOutput, ToolError> {
         None => (base.shown.clone(), base.real.clone()),
         Some(prefix) => {
             let joined = if prefix.starts_with('/') { PathBuf::from(prefix) } else { base.shown.join(prefix) };
-            let r =
-                ctx.workspace.resolve("pattern", &joined.display().to_string()).map_err(|e| walk::bounded(e.into()))?;
-            (r.shown, r.real)
+            // The prefix keeps its `/`; the directory is named without it.
+            let joined = joined.display().to_string();
+            match ctx.workspace.resolve("pattern", joined.trim_end_matches('/')) {
+                Ok(r) => (r.shown, r.real),
+                // A path no file can have (too long, say): nothing matches it.
+                Err(PathError::Invalid { .. }) => {
+                    let p = crate::sandbox::normalize(Path::new(joined.trim_end_matches('/')));
+                    (p.clone(), p)
+                }
+                Err(e) => return Err(walk::bounded(e.into())),
+            }
         }
     };
     let matcher = compile(&split.rest)?;
@@ -105,9 +113,16 @@ fn glob(ctx: &ToolContext<'_>, args: &Args) -> Result<ToolOutput, ToolError> {
 
     let mut text = String::new();
     let shown_pattern = walk::clip(pattern);
-    if !root_real.is_dir() {
+    let missing = match ctx.workspace.open_dir(&root_real) {
+        Ok(_) => None,
+        Err(FsError::Missing { .. }) => Some("does not exist"),
+        Err(FsError::NotADirectory { .. }) => Some("is not a directory"),
+        // ENAMETOOLONG: a name no file can have.
+        Err(FsError::Io { err, .. }) if err.raw_os_error() == Some(36) => Some("does not exist"),
+        Err(e) => return Err(walk::bounded(fsutil::fs_error("search", &root_shown, &root_real, e))),
+    };
+    if let Some(what) = missing {
         text.push_str(&format!("[no files matched: {shown_pattern}]\n"));
-        let what = if root_real.exists() { "is not a directory" } else { "does not exist" };
         text.push_str(&format!(
             "The pattern's leading directories name {}, which {what}. Use glob with a broader pattern, e.g. \
              {{\"pattern\": \"{}\"}}, to find where such files are.",
@@ -117,9 +132,10 @@ fn glob(ctx: &ToolContext<'_>, args: &Args) -> Result<ToolOutput, ToolError> {
         return Ok(ToolOutput::new(text));
     }
 
-    let found = search(&root_real, &matcher, &filters);
+    let found = search(ctx.workspace, &root_real, &matcher, &filters)
+        .map_err(|e| walk::bounded(fsutil::fs_error("search", &root_shown, &root_real, e)))?;
     let mut errors = WalkErrors::default();
-    let mut files: Vec<(SystemTime, PathBuf)> = Vec::new();
+    let mut files: Vec<(i64, PathBuf)> = Vec::new();
     for v in found {
         files.extend(v.found);
         errors.merge(v.errors);
@@ -211,28 +227,33 @@ fn last_component(pattern: &str) -> &str {
 struct GlobVisitor<'a> {
     root: &'a Path,
     matcher: &'a GlobSet,
-    found: Vec<(SystemTime, PathBuf)>,
+    /// (mtime in ns, path)
+    found: Vec<(i64, PathBuf)>,
     errors: WalkErrors,
 }
 
 impl FileVisitor for GlobVisitor<'_> {
-    fn file(&mut self, entry: DirEntry) -> WalkState {
-        let Ok(rel) = entry.path().strip_prefix(self.root) else { return WalkState::Continue };
+    fn file(&mut self, entry: Entry) -> Flow {
+        let Ok(rel) = entry.path.strip_prefix(self.root) else { return Flow::Continue };
         if self.matcher.is_match(rel) {
-            let time = entry.metadata().ok().and_then(|m| m.modified().ok()).unwrap_or(SystemTime::UNIX_EPOCH);
+            let time = entry.meta().map_or(0, |m| m.mtime_ns);
             self.found.push((time, entry.into_path()));
         }
-        WalkState::Continue
+        Flow::Continue
     }
 
-    fn error(&mut self, err: ignore::Error) {
-        self.errors.push(err.to_string());
+    fn error(&mut self, what: String) {
+        self.errors.push(what);
     }
 }
 
-fn search<'a>(root: &'a Path, matcher: &'a GlobSet, filters: &Filters) -> Vec<GlobVisitor<'a>> {
-    let builder = walk::builder(root, filters);
-    walk::run(&builder, || GlobVisitor { root, matcher, found: Vec::new(), errors: WalkErrors::default() })
+fn search<'a>(
+    ws: &Workspace,
+    root: &'a Path,
+    matcher: &'a GlobSet,
+    filters: &Filters,
+) -> Result<Vec<GlobVisitor<'a>>, FsError> {
+    walk::run(ws, root, filters, || GlobVisitor { root, matcher, found: Vec::new(), errors: WalkErrors::default() })
 }
 
 /// The second line of an empty result: where we looked, what was skipped, and a likely fix.
@@ -277,7 +298,7 @@ fn no_match_hint(
         set.add(g);
     }
     let Ok(set) = set.build() else { return hint };
-    let tally = count_matches(root_real, &set, globs.len(), filters);
+    let Ok(tally) = count_matches(ctx.workspace, root_real, &set, globs.len(), filters) else { return hint };
     let hits = |slot: Option<usize>| slot.map_or(0, |i| tally.counts[i]);
     let example = |slot: Option<usize>| {
         let first = slot.and_then(|i| tally.first[i].as_deref());
@@ -330,26 +351,31 @@ struct Tally<'a> {
 }
 
 impl FileVisitor for Tally<'_> {
-    fn file(&mut self, entry: DirEntry) -> WalkState {
-        let Ok(rel) = entry.path().strip_prefix(self.root) else { return WalkState::Continue };
+    fn file(&mut self, entry: Entry) -> Flow {
+        let Ok(rel) = entry.path.strip_prefix(self.root) else { return Flow::Continue };
         self.set.matches_into(rel, &mut self.hits);
         for &i in &self.hits {
             self.counts[i] += 1;
-            if self.first[i].as_deref().is_none_or(|p| entry.path() < p) {
-                self.first[i] = Some(entry.path().to_path_buf());
+            if self.first[i].as_deref().is_none_or(|p| entry.path.as_path() < p) {
+                self.first[i] = Some(entry.path.clone());
             }
         }
-        WalkState::Continue
+        Flow::Continue
     }
 
-    fn error(&mut self, _: ignore::Error) {}
+    fn error(&mut self, _: String) {}
 }
 
-fn count_matches<'a>(root: &'a Path, set: &'a GlobSet, globs: usize, filters: &Filters) -> Tally<'a> {
-    let builder = walk::builder(root, filters);
+fn count_matches<'a>(
+    ws: &Workspace,
+    root: &'a Path,
+    set: &'a GlobSet,
+    globs: usize,
+    filters: &Filters,
+) -> Result<Tally<'a>, FsError> {
     let new = || Tally { root, set, counts: vec![0; globs], first: vec![None; globs], hits: Vec::new() };
     let mut total = new();
-    for t in walk::run(&builder, new) {
+    for t in walk::run(ws, root, filters, new)? {
         for i in 0..globs {
             total.counts[i] += t.counts[i];
             if let Some(p) = &t.first[i]
@@ -359,7 +385,7 @@ fn count_matches<'a>(root: &'a Path, set: &'a GlobSet, globs: usize, filters: &F
             }
         }
     }
-    total
+    Ok(total)
 }
 
 /// Directories skipped everywhere, whatever .gitignore says.

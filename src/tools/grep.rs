@@ -9,12 +9,10 @@
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::time::SystemTime;
 
 use grep_regex::RegexMatcher;
 use grep_searcher::{BinaryDetection, LineIter, MmapChoice, Searcher, SearcherBuilder, Sink, SinkContext, SinkMatch};
 use ignore::overrides::OverrideBuilder;
-use ignore::{DirEntry, WalkState};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -22,8 +20,9 @@ mod pattern;
 
 use pattern::{build_matcher, check_syntax};
 
-use super::walk::{self, FileVisitor, Filters, WalkErrors};
-use super::{ErrorCode, Tool, ToolContext, ToolError, ToolOutput, ToolResult, parse_args};
+use super::walk::{self, Entry, FileVisitor, Filters, Flow, WalkErrors};
+use super::{ErrorCode, Tool, ToolContext, ToolError, ToolOutput, ToolResult, fsutil, parse_args};
+use crate::sandbox::confined::{Kind, Meta};
 
 /// files_with_matches and count: the most files listed.
 pub const MAX_FILES: usize = 1000;
@@ -124,7 +123,7 @@ fn grep(ctx: &ToolContext<'_>, args: &Args) -> Result<ToolOutput, ToolError> {
     let checked = check_syntax(pattern, case_insensitive, multiline)?;
     let matcher = build_matcher(pattern, &checked, case_insensitive, multiline)?;
 
-    let (target, md) = walk::resolve_existing(ctx, args.path.as_deref())?;
+    let (target, kind) = walk::resolve_existing(ctx, args.path.as_deref())?;
     let mode = args.output_mode.unwrap_or_default();
     let mut notes = Vec::new();
     let mut context = 0;
@@ -147,28 +146,32 @@ fn grep(ctx: &ToolContext<'_>, args: &Args) -> Result<ToolOutput, ToolError> {
     let mut filters = Filters { include_hidden: false, operator, overrides: None };
     let mut acc = Accum::new(mode);
     let glob = args.glob.as_deref().filter(|g| !g.is_empty());
-    if md.is_file() {
+    let is_file = kind == Kind::File;
+    if is_file {
         if glob.is_some() {
             notes.push("[glob ignored: path is a single file, which is always searched]".to_string());
         }
+        let opened = ctx.workspace.open_parent(&target.real).and_then(|(dir, name)| dir.open_file(&name));
         let mut v = GrepVisitor::new(&searcher, &matcher, mode);
-        v.search(target.real.clone());
+        v.search(target.real.clone(), opened.map_err(|e| fsutil::fs_error("search", &target.shown, &target.real, e)));
         acc.merge(v.acc);
-    } else if md.is_dir() {
+    } else if kind == Kind::Dir {
         if let Some(g) = glob {
             filters.overrides = Some(glob_filter(g, &target.shown, &target.real)?);
         }
-        let builder = walk::builder(&target.real, &filters);
-        for v in walk::run(&builder, || GrepVisitor::new(&searcher, &matcher, mode)) {
+        let found = walk::run(ctx.workspace, &target.real, &filters, || GrepVisitor::new(&searcher, &matcher, mode))
+            .map_err(|e| walk::bounded(fsutil::fs_error("search", &target.shown, &target.real, e)))?;
+        for v in found {
             acc.merge(v.acc);
         }
     } else {
         return Err(ToolError::new(
             ErrorCode::Io,
             format!(
-                "{} is neither a regular file nor a directory (a FIFO, socket or device); grep searches files. \
+                "{} is {}, neither a regular file nor a directory; grep searches files. \
                  Give a file or a directory as path.",
-                target.shown.display()
+                target.shown.display(),
+                kind.describe()
             ),
         ));
     }
@@ -177,7 +180,7 @@ fn grep(ctx: &ToolContext<'_>, args: &Args) -> Result<ToolOutput, ToolError> {
     let mut text = String::new();
     let found = acc.render(&target.shown, &target.real, context > 0, &mut text, &mut out.truncated);
     let shown_pattern = walk::clip(pattern);
-    let single_failed = md.is_file() && !acc.failures.is_empty();
+    let single_failed = is_file && !acc.failures.is_empty();
     if !found {
         if single_failed {
             // The one file given could not be searched: the headline says so, the next line why.
@@ -200,7 +203,7 @@ fn grep(ctx: &ToolContext<'_>, args: &Args) -> Result<ToolOutput, ToolError> {
                     if n == 1 { "file" } else { "files" }
                 )),
             }
-            text.push_str(&no_match_hint(ctx, args, &target.shown, &filters, md.is_file(), &acc));
+            text.push_str(&no_match_hint(ctx, args, &target.shown, &filters, is_file, &acc));
         }
         text.push('\n');
     } else if acc.binary > 0 {
@@ -337,11 +340,12 @@ impl<'a> GrepVisitor<'a> {
         GrepVisitor { searcher: builder.build(), matcher, acc: Accum::new(mode) }
     }
 
-    fn search(&mut self, path: PathBuf) {
-        let file = match File::open(&path) {
+    /// Search one file, opened (from its directory's handle) by the caller.
+    fn search(&mut self, path: PathBuf, opened: Result<(File, Meta), ToolError>) {
+        let (file, meta) = match opened {
             Ok(f) => f,
             Err(e) => {
-                self.acc.failures.push(Failure { path, why: Why::Io(e.to_string()) });
+                self.acc.failures.push(Failure { path, why: Why::Io(e.message) });
                 return;
             }
         };
@@ -351,8 +355,7 @@ impl<'a> GrepVisitor<'a> {
                 let res = self.searcher.search_file(self.matcher, &file, &mut sink);
                 self.finished(&path, res);
                 if sink.matched {
-                    let time = file.metadata().and_then(|m| m.modified()).unwrap_or(SystemTime::UNIX_EPOCH);
-                    self.acc.listed.push((time, path));
+                    self.acc.listed.push((meta.mtime_ns, path));
                 } else if sink.binary {
                     self.acc.binary += 1;
                 }
@@ -403,13 +406,14 @@ impl<'a> GrepVisitor<'a> {
 }
 
 impl FileVisitor for GrepVisitor<'_> {
-    fn file(&mut self, entry: DirEntry) -> WalkState {
-        self.search(entry.into_path());
-        WalkState::Continue
+    fn file(&mut self, entry: Entry) -> Flow {
+        let opened = entry.open().map_err(|e| fsutil::fs_error("search", &entry.path, &entry.path, e));
+        self.search(entry.into_path(), opened);
+        Flow::Continue
     }
 
-    fn error(&mut self, err: ignore::Error) {
-        self.acc.errors.push(err.to_string());
+    fn error(&mut self, what: String) {
+        self.acc.errors.push(what);
     }
 }
 
@@ -648,7 +652,8 @@ struct Accum {
     /// Files that could not be searched (to the end).
     failures: Vec<Failure>,
     errors: WalkErrors,
-    listed: Vec<(SystemTime, PathBuf)>,
+    /// (mtime in ns, path)
+    listed: Vec<(i64, PathBuf)>,
     counts: Vec<(PathBuf, u64)>,
     content: ContentTop,
 }
@@ -996,7 +1001,11 @@ mod tests {
         for mode in [Mode::Count, Mode::Content] {
             let b = searcher_builder(mode, 0, false);
             let mut v = GrepVisitor::new(&b, &m, mode);
-            v.search(path.clone());
+            let dir_handle = crate::sandbox::confined::DirHandle::open_root(dir.path()).unwrap();
+            let opened = dir_handle
+                .open_file(std::ffi::OsStr::new("x.txt"))
+                .map_err(|e| ToolError::new(ErrorCode::Io, e.to_string()));
+            v.search(path.clone(), opened);
             assert_eq!(v.acc.searched, 0, "a failed search is not counted as searched");
             assert_eq!(v.acc.failures, vec![Failure { path: path.clone(), why: Why::LongLine }]);
             let mut acc = Accum::new(mode);

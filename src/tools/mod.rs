@@ -135,6 +135,8 @@ pub enum ErrorCode {
     TooManySubagents,
     /// `task` called by a subagent while nested spawning is off.
     NestedTask,
+    /// A path was replaced (by a symlink or another file) while the call ran; nothing was done.
+    PathChanged,
 }
 
 impl ErrorCode {
@@ -176,6 +178,7 @@ impl ErrorCode {
             ErrorCode::BudgetExhausted => "budget_exhausted",
             ErrorCode::TooManySubagents => "too_many_subagents",
             ErrorCode::NestedTask => "nested_task",
+            ErrorCode::PathChanged => "path_changed",
         }
     }
 }
@@ -245,6 +248,7 @@ impl From<PathError> for ToolError {
             PathError::Empty { .. } => ErrorCode::InvalidArguments,
             PathError::Relative { .. } => ErrorCode::RelativePath,
             PathError::Outside { .. } => ErrorCode::OutsideWorkspace,
+            PathError::Invalid { .. } => ErrorCode::InvalidArguments,
         };
         ToolError::new(code, e.to_string())
     }

@@ -4,7 +4,6 @@
 //! delivery mode (full | range | truncated) — then `<n>\t<line>` lines, then any truncation
 //! note. The read is recorded in the session so that `edit` and `write` can check it.
 
-use std::fs::File;
 use std::io::{BufReader, Read as _};
 use std::path::Path;
 
@@ -16,6 +15,7 @@ use super::fsutil::{self, FileIdentity};
 use super::{
     ErrorCode, Tool, ToolContext, ToolError, ToolFailure, ToolOutput, ToolResult, human_bytes, io_error, suggest,
 };
+use crate::sandbox::confined::{FsError, Kind};
 use crate::store::ReadRecord;
 
 /// Lines returned when the call gives no limit.
@@ -65,50 +65,50 @@ impl Tool for Read {
         let path = ctx.workspace.resolve("path", &args.path)?;
         let shown = path.shown.as_path();
 
-        let meta = match std::fs::metadata(&path.real) {
-            Ok(m) => m,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Err(suggest::not_found(ctx.workspace, shown).into());
+        let opened = ctx.workspace.open_parent(&path.real).and_then(|(dir, name)| dir.open_file(&name));
+        let (mut file, meta) = match opened {
+            Ok(f) => f,
+            Err(FsError::Missing { .. }) => return Err(suggest::not_found(ctx, shown).into()),
+            Err(FsError::NotRegular { kind: Kind::Dir, .. }) => {
+                return Err(ToolError::new(
+                    ErrorCode::IsDirectory,
+                    format!(
+                        "{} is a directory, not a file. To list it use glob, e.g. {{\"pattern\": \"*\", \"path\": \"{}\"}}.",
+                        shown.display(),
+                        shown.display()
+                    ),
+                )
+                .into());
             }
-            Err(e) => return Err(io_error("read", shown, &e).into()),
+            Err(FsError::NotRegular { kind, .. }) => {
+                // Reading a FIFO would block forever, a device would never end.
+                return Err(ToolError::new(
+                    ErrorCode::Io,
+                    format!(
+                        "{} is {}, not a regular file; read only reads regular files.",
+                        shown.display(),
+                        kind.describe()
+                    ),
+                )
+                .into());
+            }
+            Err(e) => return Err(fsutil::fs_error("read", shown, &path.real, e).into()),
         };
-        if meta.is_dir() {
-            return Err(ToolError::new(
-                ErrorCode::IsDirectory,
-                format!(
-                    "{} is a directory, not a file. To list it use glob, e.g. {{\"pattern\": \"*\", \"path\": \"{}\"}}.",
-                    shown.display(),
-                    shown.display()
-                ),
-            )
-            .into());
-        }
-        if !meta.is_file() {
-            return Err(ToolError::new(
-                ErrorCode::Io,
-                format!(
-                    "{} is not a regular file (a device, socket or pipe); read only reads regular files.",
-                    shown.display()
-                ),
-            )
-            .into());
-        }
 
-        let mut file = File::open(&path.real).map_err(|e| io_error("read", shown, &e))?;
         let head = fsutil::read_head(&mut file).map_err(|e| io_error("read", shown, &e))?;
         if let Some(kind) = fsutil::sniff_binary(&head) {
-            return Err(binary_error(shown, kind, &head, meta.len()).into());
+            return Err(binary_error(shown, kind, &head, meta.len).into());
         }
 
         let explicit_range = args.offset.is_some() || args.limit.is_some();
         let max = ctx.config.read.max_file_bytes;
-        if meta.len() > max && !explicit_range {
+        if meta.len > max && !explicit_range {
             return Err(ToolError::new(
                 ErrorCode::TooLarge,
                 format!(
                     "{} is {}, over the {} limit for reading a whole file. Read a range instead, e.g. {{\"path\": \"{}\", \"offset\": 1, \"limit\": 200}}, or use grep to find the lines you need first.",
                     shown.display(),
-                    human_bytes(meta.len()),
+                    human_bytes(meta.len),
                     human_bytes(max),
                     shown.display()
                 ),
@@ -139,7 +139,7 @@ impl Tool for Read {
         let rec = ReadRecord {
             sha256: scan.sha256.clone(),
             size: scan.size,
-            mtime_ns: fsutil::mtime_ns(&meta),
+            mtime_ns: meta.mtime_ns,
             total_lines: scan.total_lines,
             lines_seen: scan.seen_in_full(),
         };

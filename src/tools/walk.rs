@@ -1,22 +1,31 @@
-//! The directory walk shared by glob and grep: ripgrep's `ignore` walker, in parallel, with the
-//! same filtering in both tools (.gitignore and .ignore even outside a git repository, hidden
-//! files, the operator's ignore list, the built-in directories).
+//! The directory walk shared by glob and grep, in parallel, with the same filtering in both
+//! tools (.gitignore and .ignore even outside a git repository, hidden files, the operator's
+//! ignore list, the built-in directories), with ripgrep's `ignore` crate for the rules.
+//!
+//! The walk goes from directory handle to directory handle and never follows a symlink: the
+//! guest can swap a directory for a symlink to a host directory at any moment, and a walk by
+//! path would list and search what it points at.
 //!
 //! A directory named explicitly as the root of a walk is always walked, as ripgrep searches
 //! an explicit path even when an ignore rule covers it; the rules apply to what lies below.
 
 use std::borrow::Cow;
+use std::ffi::{OsStr, OsString};
+use std::fs::File;
+use std::io::Read as _;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
 
-use ignore::gitignore::{Gitignore, GitignoreBuilder};
+use ignore::Match;
+use ignore::gitignore::{Gitignore, GitignoreBuilder, Glob};
 use ignore::overrides::Override;
-use ignore::{DirEntry, ParallelVisitor, ParallelVisitorBuilder, WalkBuilder, WalkState};
 
 use super::glob::{BUILTIN_IGNORED, is_builtin_ignored};
 use super::suggest::not_found;
 use super::{ErrorCode, ToolContext, ToolError, io_error};
-use crate::sandbox::Resolved;
+use crate::sandbox::confined::{DirHandle, FsError, Kind, Meta};
+use crate::sandbox::{Resolved, Workspace};
 
 /// Text the model sent (a pattern, a glob, a path) is quoted back in messages up to this many
 /// characters: output stays bounded however long the argument.
@@ -111,87 +120,311 @@ fn bad_operator_pattern(p: &str, e: &ignore::Error) -> ToolError {
     )
 }
 
-/// A walker over `root` (a real, symlink-resolved directory) with the shared filtering.
-pub(crate) fn builder(root: &Path, filters: &Filters) -> WalkBuilder {
-    let mut b = WalkBuilder::new(root);
-    b.hidden(!filters.include_hidden).require_git(false).follow_links(false).threads(threads());
-    if let Some(ov) = &filters.overrides {
-        b.overrides(ov.clone());
-    }
-    let operator = filters.operator.clone();
-    b.filter_entry(move |e| keep(e, operator.as_deref()));
-    b
+/// One regular file a walk found: its path, and its directory's handle to open it by.
+pub(crate) struct Entry {
+    /// The real path (below the walk's real root).
+    pub path: PathBuf,
+    dir: Arc<DirHandle>,
+    name: OsString,
 }
 
-/// Whether the walk keeps an entry below its root (and, for a directory, descends into it).
-fn keep(entry: &DirEntry, operator: Option<&Gitignore>) -> bool {
-    let is_dir = entry.file_type().is_some_and(|t| t.is_dir());
-    if is_dir && is_builtin_ignored(entry.file_name()) {
-        return false;
+impl Entry {
+    /// Open the file from its directory's handle: never through a symlink, regular files only.
+    pub fn open(&self) -> Result<(File, Meta), FsError> {
+        self.dir.open_file(&self.name)
     }
-    match operator {
-        Some(gi) if entry.path().starts_with(gi.path()) => !gi.matched(entry.path(), is_dir).is_ignore(),
-        _ => true,
+
+    /// The file's metadata, from its directory's handle (`None` when it vanished meanwhile).
+    pub fn meta(&self) -> Option<Meta> {
+        self.dir.lstat(&self.name).ok().flatten()
+    }
+
+    pub fn into_path(self) -> PathBuf {
+        self.path
     }
 }
 
-/// One thread's share of a walk: it sees each regular file (never directories or symlinks:
-/// a symlink is not followed, so a link out of the workspace is never read).
+/// Whether a walk goes on after a file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Flow {
+    Continue,
+    Quit,
+}
+
+/// One thread's share of a walk: it sees each regular file (never directories or symlinks: a
+/// symlink is not followed, so a link out of the workspace is never read).
 pub(crate) trait FileVisitor: Send {
-    fn file(&mut self, entry: DirEntry) -> WalkState;
-    /// An entry the walker could not read (a directory without permission, say).
-    fn error(&mut self, err: ignore::Error);
+    fn file(&mut self, entry: Entry) -> Flow;
+    /// An entry the walk could not read (a directory without permission, say), as
+    /// "path: reason".
+    fn error(&mut self, what: String);
 }
 
-/// Run the walk in parallel; returns each thread's visitor once the walk is over.
-pub(crate) fn run<V, F>(builder: &WalkBuilder, make: F) -> Vec<V>
+/// The ignore files of one directory of a walk, and those of the directories above it.
+struct Level {
+    parent: Option<Arc<Level>>,
+    /// `.ignore`: above `.gitignore`, as in ripgrep.
+    dot_ignore: Option<Gitignore>,
+    gitignore: Option<Gitignore>,
+    /// `.git/info/exclude`, in a repository's top directory.
+    exclude: Option<Gitignore>,
+    /// The directory is a repository's top (holds `.git`): the gitignore rules of directories
+    /// above it do not apply below it.
+    has_git: bool,
+}
+
+/// The most bytes of one ignore file read: it is the repository's, and must not stall a walk.
+const MAX_IGNORE_FILE: u64 = 1 << 20;
+
+impl Level {
+    /// Read the ignore files of `dir` (through its handle: a symlinked `.gitignore` is not
+    /// followed, a FIFO is not opened).
+    fn read(dir: &DirHandle, parent: Option<Arc<Level>>) -> Level {
+        let matcher = |name: &str| -> Option<Gitignore> { rules_file(dir, dir, OsStr::new(name)) };
+        let has_git = dir.lstat(OsStr::new(".git")).ok().flatten().is_some();
+        let exclude = has_git
+            .then(|| {
+                let info = dir.child_dir(OsStr::new(".git")).ok()?.child_dir(OsStr::new("info")).ok()?;
+                rules_file(dir, &info, OsStr::new("exclude"))
+            })
+            .flatten();
+        Level { parent, dot_ignore: matcher(".ignore"), gitignore: matcher(".gitignore"), exclude, has_git }
+    }
+}
+
+/// A gitignore matcher rooted at `root` from the file `name` in `dir`, if it exists and holds
+/// rules.
+fn rules_file(root: &DirHandle, dir: &DirHandle, name: &OsStr) -> Option<Gitignore> {
+    let (file, meta) = dir.open_file(name).ok()?;
+    let mut text = String::new();
+    let _ = std::io::Read::take(file, MAX_IGNORE_FILE.min(meta.len)).read_to_string(&mut text);
+    let mut b = GitignoreBuilder::new(root.path());
+    let from = dir.path().join(name);
+    for line in text.lines() {
+        let _ = b.add_line(Some(from.clone()), line);
+    }
+    b.build().ok().filter(|g| !g.is_empty())
+}
+
+/// The rules every directory of one walk shares.
+struct Rules<'a> {
+    filters: &'a Filters,
+    global: Option<Gitignore>,
+}
+
+impl Rules<'_> {
+    /// Whether the walk keeps an entry below its root (and, for a directory, descends into it).
+    /// The order is ripgrep's: the `glob` filter first (it overrides the ignore files and the
+    /// hidden rule), then the ignore files, then hidden names; the built-in directories and the
+    /// operator's list apply whatever the filter says.
+    fn keep(&self, level: &Level, path: &Path, name: &OsStr, is_dir: bool) -> bool {
+        if is_dir && is_builtin_ignored(name) {
+            return false;
+        }
+        if let Some(gi) = &self.filters.operator
+            && path.starts_with(gi.path())
+            && gi.matched(path, is_dir).is_ignore()
+        {
+            return false;
+        }
+        if let Some(ov) = &self.filters.overrides {
+            match ov.matched(path, is_dir) {
+                Match::Ignore(_) => return false,
+                Match::Whitelist(_) => return true,
+                Match::None => {}
+            }
+        }
+        match ignored(level, self.global.as_ref(), path, is_dir) {
+            Match::Ignore(_) => false,
+            Match::Whitelist(_) => true,
+            Match::None => self.filters.include_hidden || !name.as_bytes().starts_with(b"."),
+        }
+    }
+}
+
+/// What the ignore files say of `path`: the nearest `.ignore` rule first, then the nearest
+/// `.gitignore`, then `.git/info/exclude`, then the user's global gitignore. Gitignore rules
+/// stop at a repository's top directory.
+fn ignored<'a>(level: &'a Level, global: Option<&'a Gitignore>, path: &Path, is_dir: bool) -> Match<&'a Glob> {
+    let (mut dot, mut git, mut exclude) = (Match::None, Match::None, Match::None);
+    let mut saw_git = false;
+    let mut cur = Some(level);
+    while let Some(l) = cur {
+        let m = |g: &'a Option<Gitignore>| g.as_ref().map_or(Match::None, |g| g.matched(path, is_dir));
+        if dot.is_none() {
+            dot = m(&l.dot_ignore);
+        }
+        if !saw_git && git.is_none() {
+            git = m(&l.gitignore);
+        }
+        if !saw_git && exclude.is_none() {
+            exclude = m(&l.exclude);
+        }
+        saw_git |= l.has_git;
+        cur = l.parent.as_deref();
+    }
+    for m in [dot, git, exclude] {
+        if !m.is_none() {
+            return m;
+        }
+    }
+    global.map_or(Match::None, |g| g.matched(path, is_dir))
+}
+
+/// A directory waiting to be read.
+struct Job {
+    dir: Arc<DirHandle>,
+    level: Arc<Level>,
+}
+
+struct Queue {
+    state: Mutex<QueueState>,
+    ready: Condvar,
+}
+
+struct QueueState {
+    jobs: Vec<Job>,
+    /// Directories being read right now: the walk is over when none are and none wait.
+    active: usize,
+    quit: bool,
+}
+
+/// Walk the directory `root` (a resolved, real directory) in parallel, from the workspace's
+/// handles: every directory is opened from its parent's handle without following a symlink, so
+/// whatever the guest renames or swaps meanwhile, the walk never leaves the workspace. Returns
+/// each thread's visitor once the walk is over.
+pub(crate) fn run<V, F>(ws: &Workspace, root: &Path, filters: &Filters, make: F) -> Result<Vec<V>, FsError>
 where
     V: FileVisitor,
     F: Fn() -> V + Sync,
 {
-    let done = Mutex::new(Vec::new());
-    let mut b = Builder { make: &make, done: &done };
-    builder.build_parallel().visit(&mut b);
-    done.into_inner().unwrap_or_else(PoisonError::into_inner)
+    let top = Arc::new(ws.open_dir(root)?);
+    let level = Arc::new(ancestors_level(ws, root));
+    let level = Arc::new(Level::read(&top, Some(level)));
+    let (global, _) = Gitignore::global();
+    let rules = Rules { filters, global: (!global.is_empty()).then_some(global) };
+    let queue = Queue {
+        state: Mutex::new(QueueState { jobs: vec![Job { dir: top, level }], active: 0, quit: false }),
+        ready: Condvar::new(),
+    };
+    let visitors = std::thread::scope(|s| {
+        let workers: Vec<_> = (0..threads())
+            .map(|_| {
+                s.spawn(|| {
+                    let mut v = make();
+                    work(&queue, &rules, &mut v);
+                    v
+                })
+            })
+            .collect();
+        workers.into_iter().filter_map(|w| w.join().ok()).collect()
+    });
+    Ok(visitors)
 }
 
-struct Builder<'a, V, F> {
-    make: &'a F,
-    done: &'a Mutex<Vec<V>>,
-}
-
-impl<'a, V: FileVisitor + 'a, F: Fn() -> V + Sync> ParallelVisitorBuilder<'a> for Builder<'a, V, F> {
-    fn build(&mut self) -> Box<dyn ParallelVisitor + 'a> {
-        Box::new(Holder { visitor: Some((self.make)()), done: self.done })
-    }
-}
-
-/// Hands its visitor back when the walk drops it at the end of its thread.
-struct Holder<'a, V> {
-    visitor: Option<V>,
-    done: &'a Mutex<Vec<V>>,
-}
-
-impl<V: FileVisitor> ParallelVisitor for Holder<'_, V> {
-    fn visit(&mut self, entry: Result<DirEntry, ignore::Error>) -> WalkState {
-        let Some(v) = self.visitor.as_mut() else { return WalkState::Quit };
-        match entry {
-            Ok(e) if e.file_type().is_some_and(|t| t.is_file()) => v.file(e),
-            Ok(_) => WalkState::Continue,
-            Err(err) => {
-                v.error(err);
-                WalkState::Continue
+/// The ignore files of the directories between the workspace root and `root` (exclusive), as
+/// one chain of levels: the walk's rules include those of the directories above it, but never
+/// of directories outside the workspace.
+fn ancestors_level(ws: &Workspace, root: &Path) -> Level {
+    let mut chain: Option<Arc<Level>> = None;
+    let top = ws.roots().filter(|r| root.starts_with(r)).max_by_key(|r| r.components().count());
+    if let Some(top) = top {
+        let mut at = top.to_path_buf();
+        let below: Vec<_> = root.strip_prefix(top).map(|r| r.components().collect()).unwrap_or_default();
+        for c in below {
+            if let Ok(dir) = ws.open_dir(&at) {
+                chain = Some(Arc::new(Level::read(&dir, chain)));
             }
+            at.push(c);
+        }
+    }
+    Level { parent: chain, dot_ignore: None, gitignore: None, exclude: None, has_git: false }
+}
+
+fn work<V: FileVisitor>(queue: &Queue, rules: &Rules<'_>, v: &mut V) {
+    loop {
+        let job = {
+            let mut st = queue.state.lock().unwrap_or_else(PoisonError::into_inner);
+            loop {
+                if st.quit {
+                    return;
+                }
+                if let Some(j) = st.jobs.pop() {
+                    st.active += 1;
+                    break j;
+                }
+                if st.active == 0 {
+                    queue.ready.notify_all();
+                    return;
+                }
+                st = queue.ready.wait(st).unwrap_or_else(PoisonError::into_inner);
+            }
+        };
+        let (children, flow) = read_dir(&job, rules, v);
+        let mut st = queue.state.lock().unwrap_or_else(PoisonError::into_inner);
+        st.active -= 1;
+        if flow == Flow::Quit {
+            st.quit = true;
+        }
+        let pushed = !children.is_empty();
+        st.jobs.extend(children);
+        if pushed || st.quit || st.active == 0 {
+            queue.ready.notify_all();
         }
     }
 }
 
-impl<V> Drop for Holder<'_, V> {
-    fn drop(&mut self) {
-        if let Some(v) = self.visitor.take() {
-            self.done.lock().unwrap_or_else(PoisonError::into_inner).push(v);
+/// Read one directory: hand its files to the visitor, return its subdirectories to walk.
+fn read_dir<V: FileVisitor>(job: &Job, rules: &Rules<'_>, v: &mut V) -> (Vec<Job>, Flow) {
+    let base = job.dir.path();
+    let entries = match job.dir.entries() {
+        Ok(e) => e,
+        Err(e) => {
+            v.error(format!("{}: {e}", base.display()));
+            return (Vec::new(), Flow::Continue);
+        }
+    };
+    let mut children = Vec::new();
+    for entry in entries {
+        let entry = match entry {
+            Ok(e) => e,
+            Err(e) => {
+                v.error(format!("{}: {}", base.display(), std::io::Error::from(e)));
+                break;
+            }
+        };
+        let name = OsStr::from_bytes(entry.file_name().to_bytes());
+        if name == "." || name == ".." {
+            continue;
+        }
+        let mut kind = Kind::from(entry.file_type());
+        if kind == Kind::Unknown {
+            // Some filesystems do not fill in the type: ask.
+            kind = job.dir.lstat(name).ok().flatten().map_or(Kind::Unknown, |m| m.kind);
+        }
+        if !matches!(kind, Kind::File | Kind::Dir) {
+            continue;
+        }
+        let path = base.join(name);
+        let is_dir = kind == Kind::Dir;
+        if !rules.keep(&job.level, &path, name, is_dir) {
+            continue;
+        }
+        if is_dir {
+            match job.dir.child_dir(name) {
+                Ok(d) => {
+                    let level = Arc::new(Level::read(&d, Some(Arc::clone(&job.level))));
+                    children.push(Job { dir: Arc::new(d), level });
+                }
+                // Swapped for a symlink or removed since it was listed: not followed.
+                Err(FsError::Changed { .. } | FsError::Missing { .. } | FsError::NotADirectory { .. }) => {}
+                Err(e) => v.error(e.to_string()),
+            }
+        } else if v.file(Entry { path, dir: Arc::clone(&job.dir), name: name.to_os_string() }) == Flow::Quit {
+            return (children, Flow::Quit);
         }
     }
+    (children, Flow::Continue)
 }
 
 /// Entries the walker could not read, reported once at the end of the output.
@@ -257,20 +490,27 @@ pub(crate) fn skipped_summary(filters: &Filters, operator_patterns: &[String]) -
     parts.join(", ")
 }
 
-/// Resolve the optional `path` argument (default: the workspace root) to a path that exists.
-/// A missing path is the "did you mean" error.
-pub(crate) fn resolve_existing(
-    ctx: &ToolContext<'_>,
-    raw: Option<&str>,
-) -> Result<(Resolved, std::fs::Metadata), ToolError> {
+/// Resolve the optional `path` argument (default: the workspace root) to a path that exists,
+/// and say what it is (from its directory's handle: a symlink is not followed). A missing path
+/// is the "did you mean" error.
+pub(crate) fn resolve_existing(ctx: &ToolContext<'_>, raw: Option<&str>) -> Result<(Resolved, Kind), ToolError> {
     let resolved = match raw {
         Some(raw) => ctx.workspace.resolve("path", raw).map_err(|e| bounded(e.into()))?,
         None => Resolved { shown: ctx.workspace.root().to_path_buf(), real: ctx.workspace.root().to_path_buf() },
     };
-    match std::fs::metadata(&resolved.real) {
-        Ok(md) => Ok((resolved, md)),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(bounded(not_found(ctx.workspace, &resolved.shown))),
-        Err(e) => Err(io_error("search", &resolved.shown, &e)),
+    let kind = match ctx.workspace.open_parent(&resolved.real) {
+        Ok((dir, name)) => dir.lstat(&name).map_err(|e| io_error("search", &resolved.shown, &e))?.map(|m| m.kind),
+        Err(FsError::NotRegular { kind: Kind::Dir, .. }) => Some(Kind::Dir),
+        Err(FsError::Missing { .. }) => None,
+        Err(e) => return Err(bounded(super::fsutil::fs_error("search", &resolved.shown, &resolved.real, e))),
+    };
+    match kind {
+        Some(Kind::Symlink) => {
+            let at = resolved.real.clone();
+            Err(bounded(super::fsutil::fs_error("search", &resolved.shown, &resolved.real, FsError::Changed { at })))
+        }
+        Some(k) => Ok((resolved, k)),
+        None => Err(bounded(not_found(ctx, &resolved.shown))),
     }
 }
 

@@ -9,7 +9,7 @@ use std::path::Path;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::fsutil::{self, FileIdentity};
+use super::fsutil::{self, Existing, FileIdentity};
 use super::{ErrorCode, Tool, ToolContext, ToolError, ToolFailure, ToolOutput, ToolResult, io_error};
 use crate::store::{ReadRecord, Session};
 
@@ -53,9 +53,27 @@ impl Tool for Write {
         let real = path.real.as_path();
         crate::approval::gate::path(ctx, self.name(), shown, real)?;
         let new = args.content.as_bytes();
+        // What this session knew when the call began: the check below is against it, so a
+        // change made while the call runs (another call, the guest) is never overwritten.
+        let known = ctx.session.last_read(real).map_err(ToolFailure::Internal)?;
 
-        let previous = match std::fs::metadata(real) {
-            Ok(m) if m.is_dir() => {
+        let (dir, name, created_dirs) = match fsutil::open_parent(ctx.workspace, "write", shown, real)? {
+            Some((dir, name)) => (dir, name, Vec::new()),
+            None => fsutil::create_parent(ctx.workspace, "write", ctx.config.write.create_parent_dirs, shown, real)?,
+        };
+        let with_dirs = |mut err: ToolError| {
+            if !created_dirs.is_empty() {
+                err.mutated = true;
+                err.message.push_str(&format!(
+                    " The file was not written, but these directories were created: {}.",
+                    fsutil::list_paths(&created_dirs)
+                ));
+            }
+            err
+        };
+        let _lock = dir.lock().map_err(|e| with_dirs(io_error("write", shown, &e)))?;
+        let previous = match fsutil::existing(&dir, &name, "write", shown, real).map_err(with_dirs)? {
+            Existing::Dir => {
                 return Err(ToolError::new(
                     ErrorCode::IsDirectory,
                     format!(
@@ -66,24 +84,22 @@ impl Tool for Write {
                 )
                 .into());
             }
-            Ok(m) if !m.is_file() => {
-                // Reading a FIFO would block forever, a device would never end.
+            Existing::Other(kind) => {
                 return Err(ToolError::new(
                     ErrorCode::Io,
                     format!(
-                        "{} is not a regular file (a device, socket or pipe); write only replaces regular files.",
-                        shown.display()
+                        "{} is {}, not a regular file; write only replaces regular files.",
+                        shown.display(),
+                        kind.describe()
                     ),
                 )
                 .into());
             }
-            Ok(_) => Some(check_overwrite(ctx.session, shown, real)?),
-            // Not there yet, or a parent is a file (ensure_parent says which).
-            Err(e) if matches!(e.kind(), std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory) => None,
-            Err(e) => return Err(io_error("write", shown, &e).into()),
+            Existing::File { bytes, meta } => Some((check_overwrite(known.as_ref(), shown, bytes)?, meta)),
+            Existing::Absent => None,
         };
 
-        if let Some(old) = &previous
+        if let Some(((old, _), _)) = &previous
             && old.as_slice() == new
         {
             let sha = fsutil::sha256_hex(new);
@@ -101,27 +117,13 @@ impl Tool for Write {
             });
         }
 
-        let created_dirs = if previous.is_none() {
-            fsutil::ensure_parent("write", ctx.config.write.create_parent_dirs, shown, real)?
-        } else {
-            Vec::new()
-        };
-        let mode = fsutil::mode_for(real, ctx.config.write.mode());
-        if let Err(e) = fsutil::atomic_write(real, new, mode) {
-            let mut err = io_error("write", shown, &e);
-            if !created_dirs.is_empty() {
-                err.mutated = true;
-                err.message.push_str(&format!(
-                    " The file was not written, but these directories were created: {}.",
-                    fsutil::list_paths(&created_dirs)
-                ));
-            }
-            return Err(err.into());
-        }
+        let mode = previous.as_ref().map_or(ctx.config.write.mode(), |(_, meta)| meta.mode);
+        let expected = previous.as_ref().map(|((_, sha), _)| sha.as_str());
+        let written = fsutil::replace(&dir, &name, new, mode, expected, shown, real).map_err(with_dirs)?;
 
         let sha = fsutil::sha256_hex(new);
         let lines = fsutil::line_count(new) as u64;
-        record_written(ctx.session, real, new, &sha).map_err(ToolFailure::Internal)?;
+        record_written(ctx.session, real, new, &sha, written.mtime_ns).map_err(ToolFailure::Internal)?;
 
         let lines = super::plural(lines, "line", "lines");
         let mut text = match &previous {
@@ -131,7 +133,7 @@ impl Tool for Write {
                 new.len(),
                 fsutil::short(&sha)
             ),
-            Some(old) => format!(
+            Some(((old, _), _)) => format!(
                 "Overwrote {} ({} bytes, {lines}; it had {} bytes, {}; sha256 {}).",
                 shown.display(),
                 new.len(),
@@ -143,17 +145,23 @@ impl Tool for Write {
         if !created_dirs.is_empty() {
             text.push_str(&format!(" Created directories: {}.", fsutil::list_paths(&created_dirs)));
         }
+        if let Some(note) = fsutil::moved_note(&dir, ctx.workspace, &name) {
+            text.push_str(&note);
+        }
         Ok(ToolOutput { text, mutated: true, truncated: false, file: Some(FileIdentity::new(shown, sha)), meta: None })
     }
 }
 
-/// Overwrite is allowed only over the version this session last read. Returns the current
-/// content.
-fn check_overwrite(session: &Session<'_>, shown: &Path, real: &Path) -> Result<Vec<u8>, ToolFailure> {
-    let current = std::fs::read(real).map_err(|e| io_error("read", shown, &e))?;
+/// Overwrite is allowed only over the version this session last read (`known`). Returns the
+/// current content and its sha256.
+fn check_overwrite(
+    known: Option<&ReadRecord>,
+    shown: &Path,
+    current: Vec<u8>,
+) -> Result<(Vec<u8>, String), ToolFailure> {
     let sha = fsutil::sha256_hex(&current);
     let ident = FileIdentity::new(shown, sha.clone());
-    match session.last_read(real).map_err(ToolFailure::Internal)? {
+    match known {
         None => {
             let binary = fsutil::sniff_binary(&current[..current.len().min(fsutil::SNIFF_BYTES)]);
             let hint = match binary {
@@ -185,7 +193,7 @@ fn check_overwrite(session: &Session<'_>, shown: &Path, real: &Path) -> Result<V
         )
         .with_file(ident)
         .into()),
-        Some(rec) => match unseen(&rec) {
+        Some(rec) => match unseen(rec) {
             // write replaces everything: it needs the model to have seen everything.
             Some(gap) => Err(ToolError::new(
                 ErrorCode::PartialRead,
@@ -199,7 +207,7 @@ fn check_overwrite(session: &Session<'_>, shown: &Path, real: &Path) -> Result<V
             )
             .with_file(ident)
             .into()),
-            None => Ok(current),
+            None => Ok((current, sha)),
         },
     }
 }
@@ -230,15 +238,20 @@ fn seen_ranges(ranges: &[(u64, u64)]) -> String {
 
 /// After a write the model knows the whole content: record it as read, so the next edit or
 /// write of this version is allowed.
-pub(crate) fn record_written(session: &Session<'_>, real: &Path, content: &[u8], sha: &str) -> anyhow::Result<()> {
-    let meta = std::fs::metadata(real)?;
+pub(crate) fn record_written(
+    session: &Session<'_>,
+    real: &Path,
+    content: &[u8],
+    sha: &str,
+    mtime_ns: i64,
+) -> anyhow::Result<()> {
     let total = fsutil::line_count(content) as u64;
     session.record_read(
         real,
         &ReadRecord {
             sha256: sha.to_string(),
             size: content.len() as u64,
-            mtime_ns: fsutil::mtime_ns(&meta),
+            mtime_ns,
             total_lines: total,
             lines_seen: if total > 0 { vec![(1, total)] } else { Vec::new() },
         },
