@@ -71,9 +71,9 @@ fn quote(raw: &str) -> String {
 /// Refuse what can never name a file, before anything is done with it, with the limit named.
 fn check_form(field: &str, raw: &str) -> Result<(), PathError> {
     let invalid = |why: String| Err(PathError::Invalid { field: field.to_string(), why });
-    if let Some(at) = raw.find('\0') {
+    if raw.contains('\0') {
         return invalid(format!(
-            "contains a NUL byte (at byte {at}), which no file name can hold: `{}`. Give the path without it.",
+            "contains a NUL byte, which no file name can hold: `{}` (shown as \\0). Give the path without it.",
             quote(&raw.replace('\0', "\\0"))
         ));
     }

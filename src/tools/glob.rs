@@ -108,8 +108,12 @@ fn glob(ctx: &ToolContext<'_>, args: &Args) -> Result<ToolOutput, ToolError> {
         }
     };
     let matcher = compile(&split.rest)?;
-    let filters =
-        Filters { include_hidden: names_hidden(pattern), operator: walk::operator_ignore(ctx)?, overrides: None };
+    let filters = Filters {
+        include_hidden: names_hidden(pattern),
+        operator: walk::operator_ignore(ctx)?,
+        overrides: None,
+        everything: false,
+    };
 
     let mut text = String::new();
     let shown_pattern = walk::clip(pattern);
@@ -277,6 +281,21 @@ fn no_match_hint(
         ));
         return hint;
     }
+    // Files the pattern does match, hidden by the filters: say so, and which rule hid one.
+    if let Ok(set) = compile(&split.rest)
+        && let Ok(all) = count_matches(ctx.workspace, root_real, &set, 1, &Filters::everything())
+        && let Some(first) = &all.first[0]
+    {
+        let n = all.counts[0];
+        let why = walk::why_skipped(ctx.workspace, root_real, filters, first).unwrap_or_else(|| "it is skipped".into());
+        let (files, they) = if n == 1 { ("file matches", "It is") } else { ("files match", "They are") };
+        hint.push_str(&format!(
+            " {n} {files} but {} skipped, e.g. {}: {why}. {they} there: read one by its path, or list them with bash (`ls -la`).",
+            if n == 1 { "is" } else { "are" },
+            walk::clip_path(root_shown, &walk::shown_path(root_shown, root_real, first)),
+        ));
+        return hint;
+    }
     // The likely fixes, counted in one more walk: the same name at any depth below the same
     // base (the usual fix for a `*` that was meant to cross directories) and, glob being
     // case-sensitive, the pattern and that variant ignoring case.
@@ -348,10 +367,19 @@ struct Tally<'a> {
     counts: Vec<usize>,
     first: Vec<Option<PathBuf>>,
     hits: Vec<usize>,
+    seen: usize,
 }
+
+/// Files one tally looks at, at most: the walk that skips nothing also goes through
+/// `target/` and `node_modules/`, and a hint must not cost more than the search.
+const MAX_TALLY_FILES: usize = 200_000;
 
 impl FileVisitor for Tally<'_> {
     fn file(&mut self, entry: Entry) -> Flow {
+        self.seen += 1;
+        if self.seen > MAX_TALLY_FILES / walk::threads() {
+            return Flow::Quit;
+        }
         let Ok(rel) = entry.path.strip_prefix(self.root) else { return Flow::Continue };
         self.set.matches_into(rel, &mut self.hits);
         for &i in &self.hits {
@@ -373,7 +401,7 @@ fn count_matches<'a>(
     globs: usize,
     filters: &Filters,
 ) -> Result<Tally<'a>, FsError> {
-    let new = || Tally { root, set, counts: vec![0; globs], first: vec![None; globs], hits: Vec::new() };
+    let new = || Tally { root, set, counts: vec![0; globs], first: vec![None; globs], hits: Vec::new(), seen: 0 };
     let mut total = new();
     for t in walk::run(ws, root, filters, new)? {
         for i in 0..globs {

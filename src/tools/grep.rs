@@ -143,7 +143,7 @@ fn grep(ctx: &ToolContext<'_>, args: &Args) -> Result<ToolOutput, ToolError> {
 
     let searcher = searcher_builder(mode, context, multiline);
     let operator = walk::operator_ignore(ctx)?;
-    let mut filters = Filters { include_hidden: false, operator, overrides: None };
+    let mut filters = Filters { include_hidden: false, operator, overrides: None, everything: false };
     let mut acc = Accum::new(mode);
     let glob = args.glob.as_deref().filter(|g| !g.is_empty());
     let is_file = kind == Kind::File;
@@ -259,6 +259,27 @@ fn glob_filter(glob: &str, shown: &Path, real: &Path) -> Result<ignore::override
         .find_map(|base| Path::new(body).strip_prefix(base).ok().map(|p| p.to_string_lossy().to_string()))
         .filter(|_| body.starts_with('/'))
         .unwrap_or_else(|| body.to_string());
+    // A filter naming another place matches nothing here: say so rather than search nothing.
+    // (`/src/*.rs` is ripgrep's anchored form when the searched directory has a `src`.)
+    let anchored_here = || {
+        let first = body.trim_start_matches('/').split('/').next().unwrap_or("");
+        !first.is_empty() && std::fs::symlink_metadata(real.join(first)).is_ok()
+    };
+    let outside = (body.starts_with('/') && !anchored_here())
+        || Path::new(&body).components().any(|c| c == std::path::Component::ParentDir);
+    if outside {
+        return Err(ToolError::new(
+            ErrorCode::InvalidGlob,
+            format!(
+                "the `glob` filter `{}` names a place outside the searched directory {}, so it would match nothing there. \
+                 The filter applies to paths below the searched directory: give `path` the directory to search and \
+                 `glob` a pattern below it, e.g. {{\"path\": \"{}\", \"glob\": \"**/*.rs\"}}.",
+                walk::clip(glob),
+                shown.display(),
+                shown.display()
+            ),
+        ));
+    }
     let mut b = OverrideBuilder::new(real);
     let invalid = |e: ignore::Error| {
         // "error parsing glob 'x': reason": the glob is quoted below already.

@@ -199,7 +199,7 @@ fn same_name_elsewhere(ctx: &ToolContext<'_>, name: &str, real: &Path) -> Vec<Pa
         fn error(&mut self, _: String) {}
     }
     let operator = walk::operator_ignore(ctx).ok().flatten();
-    let filters = Filters { include_hidden: false, operator, overrides: None };
+    let filters = Filters { include_hidden: false, operator, overrides: None, everything: false };
     let new = || Find { name, real, seen: 0, found: Vec::new() };
     let mut found: Vec<PathBuf> = walk::run(ctx.workspace, ctx.workspace.root(), &filters, new)
         .map(|vs| vs.into_iter().flat_map(|v| v.found).collect())

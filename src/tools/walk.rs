@@ -89,6 +89,16 @@ pub(crate) struct Filters {
     pub operator: Option<Arc<Gitignore>>,
     /// grep's `glob` filter, as ripgrep's `-g`.
     pub overrides: Option<Override>,
+    /// Skip nothing at all (no ignore files, hidden names, built-in directories or operator
+    /// list): to tell, when nothing matched, what the filters hid.
+    pub everything: bool,
+}
+
+impl Filters {
+    /// The filters of a walk that skips nothing.
+    pub fn everything() -> Filters {
+        Filters { include_hidden: true, operator: None, overrides: None, everything: true }
+    }
 }
 
 /// The operator's ignore list as a gitignore matcher rooted at the workspace root, or `None`
@@ -218,26 +228,37 @@ impl Rules<'_> {
     /// hidden rule), then the ignore files, then hidden names; the built-in directories and the
     /// operator's list apply whatever the filter says.
     fn keep(&self, level: &Level, path: &Path, name: &OsStr, is_dir: bool) -> bool {
+        self.filters.everything || self.skipped(level, path, name, is_dir).is_none()
+    }
+
+    /// Why the walk skips an entry below its root, or `None` when it keeps it.
+    fn skipped(&self, level: &Level, path: &Path, name: &OsStr, is_dir: bool) -> Option<String> {
         if is_dir && is_builtin_ignored(name) {
-            return false;
+            return Some(format!("it is under {}/, a directory glob and grep always skip", name.to_string_lossy()));
         }
         if let Some(gi) = &self.filters.operator
             && path.starts_with(gi.path())
-            && gi.matched(path, is_dir).is_ignore()
+            && let Match::Ignore(g) = gi.matched(path, is_dir)
         {
-            return false;
+            return Some(format!("the operator's ignore list (workspace.ignore) has `{}`", g.original()));
         }
         if let Some(ov) = &self.filters.overrides {
             match ov.matched(path, is_dir) {
-                Match::Ignore(_) => return false,
-                Match::Whitelist(_) => return true,
+                Match::Ignore(_) => return Some("grep's `glob` filter excludes it".to_string()),
+                Match::Whitelist(_) => return None,
                 Match::None => {}
             }
         }
         match ignored(level, self.global.as_ref(), path, is_dir) {
-            Match::Ignore(_) => false,
-            Match::Whitelist(_) => true,
-            Match::None => self.filters.include_hidden || !name.as_bytes().starts_with(b"."),
+            Match::Ignore(g) => {
+                let file = g.from().map_or_else(|| "the global gitignore".to_string(), |f| f.display().to_string());
+                Some(format!("{file} has `{}`", g.original()))
+            }
+            Match::Whitelist(_) => None,
+            Match::None if !self.filters.include_hidden && name.as_bytes().starts_with(b".") => {
+                Some("its name starts with `.` (hidden), and the pattern does not name hidden files".to_string())
+            }
+            Match::None => None,
         }
     }
 }
@@ -339,6 +360,31 @@ fn ancestors_level(ws: &Workspace, root: &Path) -> Level {
         }
     }
     Level { parent: chain, dot_ignore: None, gitignore: None, exclude: None, has_git: false }
+}
+
+/// Why a walk of `root` with `filters` does not reach `path` (a file below `root`), found by
+/// applying the rules to each directory on the way and to the file: `None` when it would.
+pub(crate) fn why_skipped(ws: &Workspace, root: &Path, filters: &Filters, path: &Path) -> Option<String> {
+    let (global, _) = Gitignore::global();
+    let rules = Rules { filters, global: (!global.is_empty()).then_some(global) };
+    let top = ws.open_dir(root).ok()?;
+    let mut level = Arc::new(Level::read(&top, Some(Arc::new(ancestors_level(ws, root)))));
+    let mut dir = top;
+    let mut at = root.to_path_buf();
+    let below: Vec<_> = path.strip_prefix(root).ok()?.components().collect();
+    for (i, c) in below.iter().enumerate() {
+        let name = c.as_os_str();
+        at.push(name);
+        let is_dir = i + 1 < below.len();
+        if let Some(why) = rules.skipped(&level, &at, name, is_dir) {
+            return Some(why);
+        }
+        if is_dir {
+            dir = dir.child_dir(name).ok()?;
+            level = Arc::new(Level::read(&dir, Some(level)));
+        }
+    }
+    None
 }
 
 fn work<V: FileVisitor>(queue: &Queue, rules: &Rules<'_>, v: &mut V) {
