@@ -9,6 +9,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -99,23 +101,12 @@ impl Field {
     }
 
     fn call(&self, session: &Session<'_>, approvals: &Approvals, tool: &str, args: Value) -> Call {
-        let ctx = ToolContext {
-            workspace: &self.workspace,
-            config: &self.config,
-            session,
-            sandbox: &self.sandbox,
-            approvals,
-            delegate: None,
-            output_budget: None,
-        };
-        let call = ToolCall { name: tool.to_string(), arguments: args.to_string() };
-        match execute(&self.registry, &ctx, &call) {
-            Ok(o) => match o.result {
-                Ok(out) => Call::Ok(out.text),
-                Err(e) => Call::Err(e.code.to_string(), e.render(), e.mutated),
-            },
-            Err(fault) => Call::Internal(format!("{fault:#}")),
-        }
+        self.tools().call(session, approvals, tool, args)
+    }
+
+    /// What a call needs, apart from the store (a connection stays on its thread).
+    fn tools(&self) -> Tools<'_> {
+        Tools { workspace: &self.workspace, config: &self.config, sandbox: &self.sandbox, registry: &self.registry }
     }
 
     fn path(&self, rel: &str) -> String {
@@ -125,6 +116,36 @@ impl Field {
     /// The one of `d` and `lnk` that is the real directory now.
     fn real_dir(&self) -> PathBuf {
         ["d", "lnk"].iter().map(|n| self.ws.join(n)).find(|p| std::fs::symlink_metadata(p).unwrap().is_dir()).unwrap()
+    }
+}
+
+#[derive(Clone, Copy)]
+struct Tools<'a> {
+    workspace: &'a Workspace,
+    config: &'a Config,
+    sandbox: &'a SessionSandbox,
+    registry: &'a Registry,
+}
+
+impl Tools<'_> {
+    fn call(&self, session: &Session<'_>, approvals: &Approvals, tool: &str, args: Value) -> Call {
+        let ctx = ToolContext {
+            workspace: self.workspace,
+            config: self.config,
+            session,
+            sandbox: self.sandbox,
+            approvals,
+            delegate: None,
+            output_budget: None,
+        };
+        let call = ToolCall { name: tool.to_string(), arguments: args.to_string() };
+        match execute(self.registry, &ctx, &call) {
+            Ok(o) => match o.result {
+                Ok(out) => Call::Ok(out.text),
+                Err(e) => Call::Err(e.code.to_string(), e.render(), e.mutated),
+            },
+            Err(fault) => Call::Internal(format!("{fault:#}")),
+        }
     }
 }
 
@@ -385,4 +406,91 @@ fn a_race_driven_from_inside_the_vm_never_leads_the_tools_outside() {
         .sum();
     eprintln!("guest swapper: {swapped} calls met a swap");
     report("guest", &t);
+}
+
+/// Issue 15, item 8: two edits of one file at once in one session. Each reported success must
+/// be in the file; the loser of a race is told (stale_read), never silently overwritten.
+#[test]
+fn concurrent_edits_of_one_file_lose_no_update() {
+    let f = Field::new();
+    let session_id = f.store.create_session(&f.ws).unwrap().id().to_string();
+    let file = f.ws.join("d/two.txt");
+    std::fs::write(&file, "a=0\nb=0\n").unwrap();
+    let rounds = 25;
+    let barrier = std::sync::Barrier::new(2);
+    let done: Vec<u64> = std::thread::scope(|s| {
+        let workers: Vec<_> = ["a", "b"]
+            .into_iter()
+            .map(|key| {
+                let (tools, barrier, session_id) = (f.tools(), &barrier, &session_id);
+                let (db, config, two) = (f.ws.parent().unwrap().join("abhed.db"), &f.config, f.path("d/two.txt"));
+                s.spawn(move || {
+                    // Its own connection to the same session, as a second `abhed tool --session`.
+                    let store = Store::open(&db).unwrap();
+                    let session = store.open_session(session_id).unwrap().unwrap();
+                    let (approvals, _) = Approvals::from_config(config, Box::new(Yes)).unwrap();
+                    let mut done = 0u64;
+                    for _ in 0..rounds {
+                        let Call::Ok(text) = tools.call(&session, &approvals, "read", json!({"path": two})) else {
+                            panic!("read failed")
+                        };
+                        let k: u64 = text
+                            .lines()
+                            .find_map(|l| l.split_once(&format!("\t{key}=")).map(|(_, k)| k.to_string()))
+                            .unwrap()
+                            .parse()
+                            .unwrap();
+                        barrier.wait();
+                        let old = format!("{key}={k}");
+                        let new = format!("{key}={}", k + 1);
+                        match tools.call(
+                            &session,
+                            &approvals,
+                            "edit",
+                            json!({"path": two, "old_string": old, "new_string": new}),
+                        ) {
+                            Call::Ok(_) => done += 1,
+                            Call::Err(code, text, mutated) => {
+                                assert_eq!(code, "stale_read", "{text}");
+                                assert!(!mutated);
+                            }
+                            Call::Internal(e) => panic!("internal error: {e}"),
+                        }
+                        barrier.wait();
+                    }
+                    done
+                })
+            })
+            .collect();
+        workers.into_iter().map(|w| w.join().unwrap()).collect()
+    });
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert_eq!(text, format!("a={}\nb={}\n", done[0], done[1]), "every reported edit is in the file");
+    eprintln!("{rounds} rounds: {} and {} edits done", done[0], done[1]);
+}
+
+/// Issue 15, item 12: a temp file that a killed abhed left is removed by the next start. The
+/// kill is simulated exactly: the journal of a process that no longer holds its lock, and its
+/// temp file, as `kill -9` in the middle of a write leaves them.
+#[test]
+fn the_next_start_removes_the_temp_files_a_killed_abhed_left() {
+    let env = common::cli::Env::new();
+    let journal = env.home.join("tmp-journal");
+    std::fs::create_dir_all(&journal).unwrap();
+    let left = env.ws.join(".abhed-4000000-0-1f.tmp");
+    std::fs::write(&left, "half a file").unwrap();
+    let bystander = env.ws.join(".abhed-notes.tmp");
+    std::fs::write(&bystander, "not ours").unwrap();
+    let list: Vec<u8> = [left.as_os_str(), bystander.as_os_str()]
+        .iter()
+        .flat_map(|p| p.as_encoded_bytes().iter().copied().chain([0]))
+        .collect();
+    std::fs::write(journal.join("4000000.list"), list).unwrap();
+    std::fs::write(journal.join("4000000.lock"), "").unwrap();
+    std::fs::write(env.ws.join("a.txt"), "a\n").unwrap();
+    let out = env.cmd(&["tool", "read", &format!("{{\"path\": \"{}\"}}", env.path("a.txt"))]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(!left.exists(), "the left temp file is removed");
+    assert!(bystander.exists(), "a file not named as ours (pid and counter) is not: {}", bystander.display());
+    assert!(!journal.join("4000000.list").exists());
 }

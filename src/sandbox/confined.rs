@@ -355,3 +355,57 @@ pub const TEMP_SUFFIX: &str = ".tmp";
 
 mod journal;
 pub use journal::{TempJournal, journal_add, journal_remove};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_temp_file_is_in_the_journal_while_it_exists_and_gone_after() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().canonicalize().unwrap();
+        let journal = root.join("journal");
+        TempJournal::start(&journal).unwrap();
+        let list = journal.join(format!("{}.list", std::process::id()));
+        std::fs::create_dir(root.join("ws")).unwrap();
+        let dir = DirHandle::open_root(&root.join("ws")).unwrap();
+        let mut seen = Vec::new();
+        dir.replace(OsStr::new("f.txt"), b"data", 0o644, || -> Result<(), ()> {
+            seen = std::fs::read(&list).unwrap();
+            Ok(())
+        })
+        .unwrap();
+        let listed = String::from_utf8(seen).unwrap();
+        assert!(listed.contains(&format!("{}/ws/.abhed-{}-", root.display(), std::process::id())), "{listed:?}");
+        assert!(!std::fs::read_to_string(&list).unwrap().contains("/ws/.abhed-"), "removed once renamed");
+        assert_eq!(std::fs::read(root.join("ws/f.txt")).unwrap(), b"data");
+        // A refused last look leaves no temp file and nothing written.
+        let r = dir.replace(OsStr::new("g.txt"), b"x", 0o644, || Err("no"));
+        assert!(matches!(r, Err(ReplaceError::Refused("no"))));
+        let names: Vec<_> = std::fs::read_dir(root.join("ws")).unwrap().flatten().map(|e| e.file_name()).collect();
+        assert_eq!(names, vec![OsString::from("f.txt")]);
+    }
+
+    #[test]
+    fn no_symlink_is_followed_on_the_way_down() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().canonicalize().unwrap();
+        std::fs::create_dir_all(root.join("ws/real")).unwrap();
+        std::fs::create_dir(root.join("out")).unwrap();
+        std::fs::write(root.join("out/secret"), "s").unwrap();
+        std::os::unix::fs::symlink(root.join("out"), root.join("ws/link")).unwrap();
+        std::os::unix::fs::symlink("real", root.join("ws/inside")).unwrap();
+        let ws = DirHandle::open_root(&root.join("ws")).unwrap();
+        assert!(matches!(ws.open_dir(Path::new("link")), Err(FsError::Changed { .. })));
+        assert!(matches!(ws.open_dir(Path::new("inside")), Err(FsError::Changed { .. })), "not even inside");
+        assert!(matches!(ws.open_file(OsStr::new("link")), Err(FsError::Changed { .. })));
+        assert!(matches!(ws.open_dir(Path::new("../out")), Err(FsError::Changed { .. })));
+        assert!(ws.open_dir(Path::new("real")).is_ok());
+        std::fs::write(root.join("ws/real/f"), "x").unwrap();
+        let fifo = root.join("ws/real/pipe");
+        rustix::fs::mknodat(rustix::fs::CWD, &fifo, FileType::Fifo, Mode::from_raw_mode(0o600), 0).unwrap();
+        let real = ws.open_dir(Path::new("real")).unwrap();
+        assert!(matches!(real.open_file(OsStr::new("pipe")), Err(FsError::NotRegular { kind: Kind::Fifo, .. })));
+        assert!(real.open_file(OsStr::new("f")).is_ok());
+    }
+}

@@ -94,7 +94,7 @@ fn sweep(dir: &Path) -> usize {
         if File::open(&list).and_then(|mut f| f.read_to_end(&mut bytes)).is_ok() {
             for p in bytes.split(|&b| b == 0).filter(|p| !p.is_empty()) {
                 let path = PathBuf::from(std::ffi::OsString::from_vec(p.to_vec()));
-                if remove_temp(&path) {
+                if remove_temp(&path, pid) {
                     removed += 1;
                 }
             }
@@ -105,13 +105,14 @@ fn sweep(dir: &Path) -> usize {
     removed
 }
 
-/// Remove one left-over temp file, reaching it from `/` without following a symlink and only
-/// if it is a regular file named as ours are: a journal entry cannot be turned into a way to
-/// remove something else.
-fn remove_temp(path: &Path) -> bool {
+/// Remove one left-over temp file of process `pid`, reaching it from `/` without following a
+/// symlink and only if it is a regular file named as that process names its temp files: a
+/// journal entry cannot be turned into a way to remove something else.
+fn remove_temp(path: &Path, pid: &str) -> bool {
     let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else { return false };
     let n = name.as_bytes();
-    if !n.starts_with(TEMP_PREFIX.as_bytes()) || !n.ends_with(TEMP_SUFFIX.as_bytes()) {
+    let prefix = format!("{TEMP_PREFIX}{pid}-");
+    if !n.starts_with(prefix.as_bytes()) || !n.ends_with(TEMP_SUFFIX.as_bytes()) {
         return false;
     }
     let Ok(root) = DirHandle::open_root(Path::new("/")) else { return false };
@@ -134,11 +135,13 @@ mod tests {
         let journal = dir.join("journal");
         fs::create_dir(&journal).unwrap();
         let left = dir.join(".abhed-999999-0-1.tmp");
+        let other_pid = dir.join(".abhed-12-0-1.tmp");
+        fs::write(&other_pid, "someone else's").unwrap();
         fs::write(&left, "partial").unwrap();
         let other = dir.join("precious.txt");
         fs::write(&other, "keep").unwrap();
         let mut list = Vec::new();
-        for p in [&left, &other] {
+        for p in [&left, &other, &other_pid] {
             list.extend_from_slice(p.as_os_str().as_bytes());
             list.push(0);
         }
@@ -147,6 +150,7 @@ mod tests {
         assert_eq!(sweep(&journal), 1);
         assert!(!left.exists());
         assert!(other.exists(), "only files named as temp files are removed");
+        assert!(other_pid.exists(), "only the dead process's own temp files");
         assert!(!journal.join("999999.lock").exists());
     }
 
