@@ -22,9 +22,12 @@ if [ -z "${TREE:-}" ]; then
     mkdir -p "$scratch/src"
     echo 'fn main() {}' >"$scratch/src/main.rs"
     {
-      printf '[package]\nname = "abhed-bench-tree"\nversion = "0.0.0"\nedition = "2024"\n\n[dependencies]\n'
+      # (its own [workspace]: it lies under this repository's target/)
+      printf '[package]\nname = "abhed-bench-tree"\nversion = "0.0.0"\nedition = "2024"\n\n[workspace]\n\n[dependencies]\n'
       printf 'llama-cpp-2 = "*"\ntokio = { version = "1", features = ["full"] }\nindicatif = "*"\ntracing-subscriber = "*"\n'
-      sed -n '/^\[dependencies\]/,/^\[/p' Cargo.toml | sed '1d;/^\[/d'
+      # Abhed's own dependencies, less the ones named above and the path crate.
+      sed -n '/^\[dependencies\]/,/^\[/p' Cargo.toml | sed '1d;/^\[/d' |
+        grep -v -E '^(abhed-guest|llama-cpp-2|tokio|indicatif|tracing-subscriber) '
     } >"$scratch/Cargo.toml"
     (cd "$scratch" && cargo vendor -q "$TREE" >/dev/null)
   fi
