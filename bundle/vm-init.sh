@@ -1,8 +1,9 @@
 #!/bin/busybox sh
 # PID 1 of the session microVM. It mounts the kernel's filesystems, loads the virtio and 9p
 # modules, brings up loopback (the VM has no other network device), then runs the guest agent,
-# which mounts the shared directories and serves the host's requests. When the agent ends, the
-# VM powers off: the host sees the port close and QEMU exit.
+# which mounts the shared directories and serves the host's requests. When the agent ends (the
+# host asked, or closed the channel), the VM powers off: the host sees the port close and QEMU
+# exit.
 export PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin
 mount -t proc proc /proc
 mount -t sysfs sysfs /sys
@@ -17,6 +18,8 @@ for m in $(cat /modules/order); do
 done
 ip link set lo up
 hostname abhed-vm
+# The agent is also the `abhed-job` command (background jobs: kill, status, list).
+ln -s /sbin/abhed-guest /bin/abhed-job
 cd /
 /sbin/abhed-guest
 echo "init: the guest agent exited ($?); powering off" >&2

@@ -238,6 +238,9 @@ pub struct SandboxConfig {
     pub image_dir: Option<PathBuf>,
     /// Seconds a boot may take before it counts as failed.
     pub boot_timeout_s: u64,
+    /// The most one bash call may add to the disk the workspace is on, in MiB: past it the
+    /// command and the background jobs are stopped (see docs/SANDBOX.md).
+    pub disk_quota_mib: u64,
 }
 
 impl Default for SandboxConfig {
@@ -251,6 +254,7 @@ impl Default for SandboxConfig {
             qemu: None,
             image_dir: None,
             boot_timeout_s: 30,
+            disk_quota_mib: 2048,
         }
     }
 }
@@ -376,6 +380,13 @@ fn from_table(table: toml::Table, path: &Path) -> Result<Config> {
     if cfg.sandbox.memory_mib < 128 || cfg.sandbox.cpus == 0 {
         bail!("invalid config {}: sandbox.memory_mib must be at least 128 and sandbox.cpus at least 1", path.display());
     }
+    if !(1..=1024 * 1024).contains(&cfg.sandbox.disk_quota_mib) {
+        bail!(
+            "invalid config {}: sandbox.disk_quota_mib is {}; it must be 1 to 1048576 (MiB one bash call may add to the workspace's disk; default 2048)",
+            path.display(),
+            cfg.sandbox.disk_quota_mib
+        );
+    }
     if !(1..=64).contains(&cfg.model.parallel) || !(1..=256).contains(&cfg.task.max_concurrent) {
         bail!("invalid config {}: model.parallel must be 1 to 64 and task.max_concurrent 1 to 256", path.display());
     }
@@ -409,6 +420,17 @@ fn from_table(table: toml::Table, path: &Path) -> Result<Config> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_disk_quota_defaults_to_2_gib_and_must_be_positive() {
+        assert_eq!(Config::default().sandbox.disk_quota_mib, 2048);
+        let user: toml::Table = "[sandbox]\ndisk_quota_mib = 0".parse().unwrap();
+        let err = Config::layered(Some((user, "/u.toml".into())), None, Path::new("/w/abhed.toml")).unwrap_err();
+        assert!(format!("{err:#}").contains("sandbox.disk_quota_mib is 0; it must be 1 to 1048576"), "{err:#}");
+        let user: toml::Table = "[sandbox]\ndisk_quota_mib = 512".parse().unwrap();
+        let cfg = Config::layered(Some((user, "/u.toml".into())), None, Path::new("/w/abhed.toml")).unwrap();
+        assert_eq!(cfg.sandbox.disk_quota_mib, 512);
+    }
 
     #[test]
     fn workspace_cannot_widen_roots() {

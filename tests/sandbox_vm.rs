@@ -19,6 +19,7 @@ use abhed::config::Config;
 use abhed::model::ToolCall;
 use abhed::sandbox::{SessionSandbox, Workspace};
 use abhed::store::Store;
+use abhed::tools::bash::MAX_COMMAND_BYTES;
 use abhed::tools::{ErrorCode, Registry, ToolContext};
 
 /// Stands in for an operator who answers yes: for the tests whose point is what the VM contains,
@@ -37,6 +38,8 @@ struct Vm {
     workspace: Workspace,
     config: Config,
     sandbox: SessionSandbox,
+    /// The last call's observation metadata.
+    meta: std::sync::Mutex<Value>,
 }
 
 impl Vm {
@@ -45,7 +48,12 @@ impl Vm {
     }
 
     fn with(adjust: impl FnOnce(&mut Config)) -> Vm {
-        let tmp = tempfile::tempdir().unwrap();
+        Vm::in_dir(&std::env::temp_dir(), adjust)
+    }
+
+    /// With the workspace under `base` (a tmpfs, for a test that measures its disk).
+    fn in_dir(base: &Path, adjust: impl FnOnce(&mut Config)) -> Vm {
+        let tmp = tempfile::tempdir_in(base).unwrap();
         let ws = tmp.path().join("ws");
         std::fs::create_dir(&ws).unwrap();
         let ws = ws.canonicalize().unwrap();
@@ -56,7 +64,7 @@ impl Vm {
         config.sandbox.boot_timeout_s = 120;
         adjust(&mut config);
         let sandbox = SessionSandbox::new(&config.sandbox, &workspace);
-        Vm { _tmp: tmp, ws, workspace, config, sandbox }
+        Vm { _tmp: tmp, ws, workspace, config, sandbox, meta: std::sync::Mutex::new(Value::Null) }
     }
 
     /// The VM most tests share, booted by whichever test comes first.
@@ -81,9 +89,16 @@ impl Vm {
         };
         let call = ToolCall { name: "bash".into(), arguments: args.to_string() };
         let out = execute(&Registry::native(), &ctx, &call).unwrap();
-        let events =
+        let events: Vec<Value> =
             session.events().unwrap().into_iter().map(|e| json!({"kind": e.kind, "payload": e.payload})).collect();
+        if let Some(o) = events.iter().find(|e| e["kind"] == "observation") {
+            *self.meta.lock().unwrap() = o["payload"]["meta"].clone();
+        }
         (out, events)
+    }
+
+    fn last_meta(&self) -> Value {
+        self.meta.lock().unwrap().clone()
     }
 
     fn bash(&self, command: &str) -> CallOutcome {
@@ -214,8 +229,29 @@ fn long_output_keeps_its_head_and_tail() {
     assert!(o.truncated);
 }
 
+/// The job id and log of a background observation.
+fn job_of(text: &str) -> (String, String) {
+    assert!(text.starts_with("Started in the background as job "), "{text}");
+    let id = text["Started in the background as job ".len()..].split(',').next().unwrap().to_string();
+    let log = text.split("Output (stdout and stderr): ").nth(1).unwrap().split(' ').next().unwrap().to_string();
+    (id, log)
+}
+
+/// Poll `command` until its output contains `want` (30 s at most).
+fn wait_for(vm: &Vm, command: &str, want: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let text = vm.bash(command).text();
+        if text.contains(want) {
+            return text;
+        }
+        assert!(Instant::now() < deadline, "never saw {want:?}: {text}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
 #[test]
-fn a_background_job_can_be_read_back_and_killed() {
+fn a_background_job_can_be_read_back_and_killed_by_its_id() {
     let vm = Vm::shared();
     let out = vm.bash_yes(json!({
         "command": "for i in 1 2 3; do echo tick $i; done; sleep 300",
@@ -223,32 +259,65 @@ fn a_background_job_can_be_read_back_and_killed() {
         "background": true
     }));
     let text = out.text();
-    assert!(text.starts_with("Started in the background as pid "), "{text}");
-    let pid: i32 = text["Started in the background as pid ".len()..].split(' ').next().unwrap().parse().unwrap();
-    let log = text.split("Output (stdout and stderr): ").nth(1).unwrap().split(' ').next().unwrap().to_string();
-    let exit_file = text.split("its exit code is written to ").nth(1).unwrap().split(';').next().unwrap().to_string();
+    let (id, log) = job_of(&text);
+    assert_eq!(id.len(), 8, "{text}");
+    assert!(text.contains(&format!("Stop it with `abhed-job kill {id}`")), "{text}");
+    // The observation says how long the job lives (this sandbox belongs to a run).
+    assert!(text.ends_with("last as long as this session's VM: until this run ends (or the VM crashes): later bash calls of this run can read and stop it."), "{text}");
     // The job keeps running between calls: its output is there to read.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let out = vm.bash(&format!("cat {log}"));
-        if out.text().contains("tick 3") {
-            break;
-        }
-        assert!(Instant::now() < deadline, "{}", out.text());
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    assert_eq!(vm.bash(&format!("kill -0 {pid} && echo running")).text(), "running\nExit code: 0");
-    let out = vm.bash_yes(json!({"command": format!("kill -- -{pid}"), "description": "stop the job"}));
-    assert!(out.text().ends_with("Exit code: 0"), "{}", out.text());
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let out = vm.bash(&format!("cat {exit_file} 2>/dev/null; kill -0 {pid} 2>/dev/null && echo still-running"));
-        if !out.text().contains("still-running") && out.text().starts_with("143") {
-            break;
-        }
-        assert!(Instant::now() < deadline, "{}", out.text());
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    wait_for(vm, &format!("cat {log}"), "tick 3");
+    assert_eq!(vm.bash(&format!("abhed-job status {id}")).text(), "running\nExit code: 0");
+    let out = vm.bash_yes(json!({"command": format!("abhed-job kill {id}"), "description": "stop the job"}));
+    assert_eq!(out.text(), format!("sent SIGTERM to job {id} (every process of its group)\nExit code: 0"));
+    wait_for(vm, &format!("abhed-job status {id}"), "ended with exit code 143");
+    // Once it has ended, the same command is harmless.
+    let out = vm.bash_yes(json!({"command": format!("abhed-job kill {id}"), "description": "stop the job again"}));
+    assert_eq!(
+        out.text(),
+        format!("job {id} has already ended (ended with exit code 143); nothing to kill\nExit code: 0")
+    );
+}
+
+/// A job whose shell has exited but whose children run on keeps its handle: the id still
+/// reaches them, and only them.
+#[test]
+fn a_job_handle_reaches_what_the_job_left_running() {
+    let vm = Vm::shared();
+    let out = vm.bash_yes(json!({"command": "sleep 300 & exit 3", "description": "leave a child", "background": true}));
+    let (id, _) = job_of(&out.text());
+    wait_for(vm, &format!("abhed-job status {id}"), "its shell exited with 3; processes it started are still running");
+    let out = vm.bash_yes(json!({"command": format!("abhed-job kill {id} KILL"), "description": "stop it"}));
+    assert!(out.text().starts_with(&format!("sent SIGKILL to job {id}")), "{}", out.text());
+    wait_for(vm, &format!("abhed-job status {id}"), "ended with exit code 3");
+}
+
+/// The old handle was a pid (`kill -- -102`), and a fresh VM gives out the same pids: it killed
+/// an unrelated shell. A job id names one job in one VM; in another VM its kill does nothing.
+#[test]
+fn a_job_handle_from_another_vm_kills_nothing() {
+    let first = Vm::new();
+    let out = first.bash_yes(json!({"command": "sleep 300", "description": "job in VM 1", "background": true}));
+    let (old_id, _) = job_of(&out.text());
+    let old_pgid = first.last_meta()["background"]["pgid"].as_i64().unwrap();
+    drop(first);
+    let second = Vm::new();
+    let out = second.bash_yes(json!({"command": "sleep 300", "description": "job in VM 2", "background": true}));
+    let (new_id, _) = job_of(&out.text());
+    let new_pgid = second.last_meta()["background"]["pgid"].as_i64().unwrap();
+    assert_ne!(old_id, new_id);
+    let out = second.bash_yes(json!({"command": format!("abhed-job kill {old_id}"), "description": "stale handle"}));
+    assert_eq!(
+        out.text(),
+        format!(
+            "abhed-job: there is no job {old_id} in this VM. Jobs live only as long as the VM that runs them: this one ended with its VM, or ran in another.\nExit code: 1"
+        )
+    );
+    // The other job, very likely under the very pid the old handle had, still runs.
+    assert_eq!(
+        second.bash(&format!("abhed-job status {new_id}")).text(),
+        "running\nExit code: 0",
+        "old pgid {old_pgid}, new {new_pgid}"
+    );
 }
 
 #[test]
@@ -319,10 +388,191 @@ fn a_crashed_vm_is_reported_and_the_next_call_boots_a_fresh_one() {
     let Err(e) = &out.result else { panic!("{}", out.text()) };
     assert_eq!(e.code, ErrorCode::SandboxCrashed);
     assert!(e.message.contains("The next bash call boots a fresh VM"), "{}", e.message);
+    assert!(e.message.contains("The command may have run in part"), "{}", e.message);
     assert!(e.mutated);
     // A fresh VM: the old one's /tmp is gone.
     let out = vm.bash("cat /tmp/state 2>&1; echo booted");
     assert!(out.text().contains("No such file") && out.text().contains("booted"), "{}", out.text());
+}
+
+/// What QEMU keeps on the host for this process's VMs: its private directories' files.
+fn vm_dir_bytes() -> u64 {
+    let me = std::process::id().to_string();
+    let mut total = 0;
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else { continue };
+        let rest = &stat[stat.rfind(')').unwrap() + 1..];
+        if rest.split_whitespace().nth(1) != Some(me.as_str()) {
+            continue;
+        }
+        let cmdline =
+            String::from_utf8_lossy(&std::fs::read(e.path().join("cmdline")).unwrap_or_default()).into_owned();
+        let Some(sock) =
+            cmdline.split("path=").find(|p| p.starts_with(&format!("{}/abhed-vm-", std::env::temp_dir().display())))
+        else {
+            continue;
+        };
+        let dir = Path::new(sock.split(',').next().unwrap()).parent().unwrap().to_path_buf();
+        for f in std::fs::read_dir(&dir).unwrap().flatten() {
+            total += f.metadata().unwrap().len();
+        }
+    }
+    total
+}
+
+/// The guest's console was a file that grew without end (270 KB/s from a guest printing to
+/// it). Only its last 64 KiB are kept, in memory, and a crash report still quotes its end.
+#[test]
+fn a_console_flood_is_not_kept_and_a_crash_still_quotes_the_console() {
+    let vm = Vm::new();
+    let out = vm.bash_yes(json!({
+        "command": "head -c 1000000 /dev/zero | tr '\\0' x > /dev/ttyS0; echo flooded",
+        "description": "flood the console",
+        "timeout_ms": 120000
+    }));
+    assert_eq!(out.text(), "flooded\nExit code: 0");
+    let kept = vm_dir_bytes();
+    assert!(kept < 64 * 1024, "the VM's directory holds {kept} bytes after a 1 MB console flood");
+    let out = vm.bash_yes(json!({"command": "echo c > /proc/sysrq-trigger", "description": "panic the guest"}));
+    let Err(e) = &out.result else { panic!("{}", out.text()) };
+    assert_eq!(e.code, ErrorCode::SandboxCrashed);
+    // The panic's last line (the kernel is pinned, so is its panic report).
+    assert!(
+        e.message.contains("the guest console ended with: ") && e.message.contains("Kernel Offset: disabled"),
+        "{}",
+        e.message
+    );
+}
+
+/// A long command: 153 KB went to `bash -c` as one argument, which the kernel refuses above
+/// 128 KiB, and came back as `sandbox_crashed ... Some changes were made` though nothing ran.
+#[test]
+fn a_long_command_runs_and_one_past_the_cap_or_with_a_nul_is_refused_unchanged() {
+    let vm = Vm::shared();
+    let cmd = format!("x='{}'; echo ${{#x}}", "a".repeat(153_000));
+    assert_eq!(vm.bash(&cmd).text(), "153000\nExit code: 0");
+    // Line numbers are the command's own.
+    assert_eq!(
+        vm.bash("true\nnot-a-command-here 2>&1 | sed 's/.*: line/line/'").text(),
+        "line 2: not-a-command-here: command not found\nExit code: 0"
+    );
+
+    let marker = vm.path("nul-marker");
+    for (cmd, says) in [
+        (
+            format!("touch {} #{}", marker.display(), "a".repeat(MAX_COMMAND_BYTES)),
+            "the most bash takes is 1048576 bytes (1 MiB)",
+        ),
+        (format!("touch {}\0; echo", marker.display()), "contains a NUL character (at byte"),
+    ] {
+        let out = vm.bash(&cmd);
+        let Err(e) = &out.result else { panic!("ran: {}", out.text()) };
+        assert_eq!(e.code, ErrorCode::InvalidArguments);
+        assert!(e.message.contains(says), "{}", e.message);
+        assert!(!e.mutated && e.render().ends_with("Nothing was changed."), "{}", e.render());
+        assert!(!marker.exists());
+    }
+}
+
+/// ANSI escapes, NULs and bytes that are not UTF-8 reach the model marked, not raw.
+#[test]
+fn control_sequences_and_invalid_utf8_in_output_are_marked() {
+    let out = Vm::shared().bash(r"printf '\033[1;31mred\033[0m|\000|\377\376|ok\n'");
+    assert_eq!(
+        out.text(),
+        "red|\\x00|\u{FFFD}\u{FFFD}|ok\nNote: 2 terminal escape sequences (colours, cursor movement) removed from the output.\nNote: 1 control character (such as NUL) shown as \\xNN (C1 controls as \\u{NN}).\nNote: 2 bytes of the output are not UTF-8, shown as U+FFFD (\u{FFFD}). To see the bytes, send the output to a file and inspect it with `od -c` or `xxd`.\nExit code: 0"
+    );
+}
+
+/// The workspace had no quota: 400 MB went through the share in seconds. One call may add
+/// `sandbox.disk_quota_mib` to the workspace's disk; past it the command and the jobs stop, a
+/// job writing between calls is stopped and reported at the next call, and a guest that keeps
+/// writing after the stop (here it freezes the agent first) loses its VM.
+#[test]
+fn the_disk_quota_stops_a_call_a_job_and_a_guest_that_ignores_it() {
+    // A tmpfs of its own: other programs writing to the build disk would count too.
+    let base = if Path::new("/dev/shm").is_dir() { PathBuf::from("/dev/shm") } else { std::env::temp_dir() };
+    let vm = Vm::in_dir(&base, |c| c.sandbox.disk_quota_mib = 64);
+    let size = |f: &str| std::fs::metadata(vm.path(f)).map(|m| m.len()).unwrap_or(0);
+    let big = vm.path("big");
+    let out = vm.bash_yes(json!({
+        "command": format!("dd if=/dev/zero of={} bs=1M count=400 2>&1; echo finished", big.display()),
+        "description": "write 400 MB",
+        "timeout_ms": 300000
+    }));
+    let text = out.text();
+    assert!(out.ok(), "{text}");
+    assert!(text.contains("Stopped: the disk that holds the workspace lost "), "{text}");
+    assert!(
+        text.contains("more than the 64 MiB one bash call may add (sandbox.disk_quota_mib = 64 in the user config)"),
+        "{text}"
+    );
+    assert!(text.contains("The command and every background job were killed. What was written before the stop is still in the workspace"), "{text}");
+    assert!(text.ends_with("Exit code: none (killed by signal 9, SIGKILL)"), "{text}");
+    assert!(!text.contains("finished"), "{text}");
+    assert!(size("big") < 300 * 1024 * 1024, "{} bytes written", size("big"));
+    assert_eq!(vm.last_meta()["disk_stopped"], true);
+
+    // The session goes on, measured from each call's start.
+    assert_eq!(vm.bash(&format!("rm {}; echo ok", big.display())).text(), "ok\nExit code: 0");
+
+    let out = vm.bash_yes(json!({
+        "command": format!("dd if=/dev/zero of={} bs=1M count=400", vm.path("bg").display()),
+        "description": "write 400 MB in the background",
+        "background": true
+    }));
+    let (id, _) = job_of(&out.text());
+    // Wait until the job stops writing (stopped by the watchdog, or done).
+    let mut last = u64::MAX;
+    loop {
+        std::thread::sleep(Duration::from_secs(1));
+        let now = size("bg");
+        if now == last && now > 0 {
+            break;
+        }
+        last = now;
+    }
+    assert!(size("bg") < 300 * 1024 * 1024, "the job wrote {} bytes", size("bg"));
+    let out = vm.bash(&format!("abhed-job status {id}; rm {}", vm.path("bg").display()));
+    let text = out.text();
+    assert!(text.starts_with("ended with exit code 137\nNote: before this call, while background jobs ran, the disk that holds the workspace lost "), "{text}");
+    assert!(text.contains("; every background job was stopped."), "{text}");
+
+    let out = vm.bash_yes(json!({
+        "command": format!("kill -STOP $(pidof abhed-guest); dd if=/dev/zero of={} bs=1M count=700", vm.path("evil").display()),
+        "description": "freeze the agent, then write",
+        "timeout_ms": 300000
+    }));
+    let Err(e) = &out.result else { panic!("{}", out.text()) };
+    assert_eq!(e.code, ErrorCode::SandboxCrashed);
+    assert!(e.message.contains("the guest did not stop writing when asked, so the VM was killed"), "{}", e.message);
+    assert!(e.mutated);
+    assert!(size("evil") < 600 * 1024 * 1024, "{} bytes written", size("evil"));
+    let _ = std::fs::remove_file(vm.path("evil"));
+    assert_eq!(vm.bash("echo alive").text(), "alive\nExit code: 0");
+}
+
+/// A VM that does not boot ran nothing: the error says so ("Nothing was changed"), never "may
+/// have run in part".
+#[test]
+fn a_failed_boot_says_nothing_ran() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = tempfile::tempdir().unwrap();
+    let qemu = dir.path().join("qemu-system-x86_64");
+    std::fs::write(&qemu, "#!/bin/sh\necho cannot start here >&2\nexit 1\n").unwrap();
+    std::fs::set_permissions(&qemu, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let vm = Vm::with(|c| c.sandbox.qemu = Some(qemu.clone()));
+    let marker = vm.path("boot-marker");
+    let out = vm.bash(&format!("touch {}", marker.display()));
+    let Err(e) = &out.result else { panic!("{}", out.text()) };
+    assert_eq!(e.code, ErrorCode::SandboxUnavailable);
+    assert!(
+        e.message.starts_with("the command was not run: the sandbox VM did not boot: QEMU exited during start-up; QEMU said: cannot start here"),
+        "{}",
+        e.message
+    );
+    assert!(!e.mutated && e.render().ends_with("Nothing was changed."), "{}", e.render());
+    assert!(!marker.exists());
 }
 
 #[test]

@@ -13,10 +13,27 @@ use serde::{Deserialize, Serialize};
 pub const PORT_NAME: &str = "abhed.0";
 
 /// Bumped whenever a message changes shape; the host refuses a guest that speaks another.
-pub const PROTOCOL_VERSION: u32 = 2;
+pub const PROTOCOL_VERSION: u32 = 3;
 
 /// A frame larger than this is a protocol error, not a message (a stray write on the port).
 pub const MAX_FRAME: usize = 16 * 1024 * 1024;
+
+/// The longest command the guest runs, in bytes. The guest writes a command to a file in its own
+/// tmpfs and the shell sources it, so the kernel's limit on one argument (128 KiB) does not
+/// apply; this bounds what one frame carries (a JSON-escaped command is at most six times
+/// longer, well inside [`MAX_FRAME`]).
+pub const MAX_COMMAND_BYTES: usize = 1024 * 1024;
+
+/// Where background jobs keep their handle files, in the guest's own tmpfs: `ID.log` (the
+/// output), `ID.exit` (the exit status, once the job's shell has ended) and `ID.pgid` (its
+/// process group, present only while the group holds that number, so that a kill through it
+/// cannot reach another process).
+pub const JOBS_DIR: &str = "/tmp/abhed-jobs";
+
+/// Whether `id` is a job id as the host makes them: 8 lowercase hex digits.
+pub fn valid_job_id(id: &str) -> bool {
+    id.len() == 8 && id.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
 
 /// How much of a command's output the guest keeps from the start and from the end. The host
 /// cuts it to its own, smaller limit; these only bound what crosses the channel.
@@ -40,8 +57,13 @@ pub enum Request {
     Setup { shares: Vec<Share>, path: String },
     /// Run `command` in a fresh shell in `cwd`, wait for it (at most `timeout_ms`), and report.
     Exec { id: u64, command: String, cwd: String, fallback_cwd: String, timeout_ms: u64 },
-    /// Start `command` detached, its output going to a log file; report its handle at once.
-    Spawn { id: u64, command: String, cwd: String, fallback_cwd: String },
+    /// Start `command` detached as job `job` (see [`valid_job_id`]), its output going to a log
+    /// file; report its handle at once.
+    Spawn { id: u64, job: String, command: String, cwd: String, fallback_cwd: String },
+    /// Kill the command running now and every background job, with `reason` written to each
+    /// job's log. It may arrive while an `Exec` runs (whose reply then says `stopped`) or between
+    /// requests; it has no reply of its own. The host's disk watchdog sends it.
+    Stop { reason: String },
     /// Sync and power off.
     Shutdown,
 }
@@ -81,13 +103,18 @@ pub struct ExecResult {
     /// `cwd` no longer existed, so the command ran in `fallback_cwd`.
     pub cwd_reset: bool,
     pub duration_ms: u64,
+    /// The command was killed because the host sent [`Request::Stop`].
+    pub stopped: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SpawnResult {
     pub id: u64,
-    /// The job's pid, which is also its process group id.
-    pub pid: i32,
+    /// The job id the host chose.
+    pub job: String,
+    /// The job's process group (its shell's pid), for the record: the model is given the job id,
+    /// which cannot name another process once the job is gone.
+    pub pgid: i32,
     pub log: String,
     /// Holds the exit status once the job ends.
     pub exit_file: String,
@@ -96,7 +123,7 @@ pub struct SpawnResult {
 
 /// Combined stdout and stderr: everything when it fits in `head`, otherwise the first
 /// [`KEEP_HEAD_BYTES`] and last [`KEEP_TAIL_BYTES`] bytes, with `total_bytes` telling how much
-/// there was. Bytes that are not UTF-8 arrive as U+FFFD.
+/// there was. Bytes that are not UTF-8 arrive as U+FFFD, counted in `invalid_utf8_bytes`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Output {
     pub head: String,
@@ -104,6 +131,10 @@ pub struct Output {
     pub total_bytes: u64,
     /// Bytes neither in `head` nor in `tail`.
     pub omitted_bytes: u64,
+    /// Bytes of `head` and `tail` that were not UTF-8, shown as U+FFFD (one for each maximal
+    /// invalid sequence, as `String::from_utf8_lossy` does).
+    #[serde(default)]
+    pub invalid_utf8_bytes: u64,
 }
 
 /// Write one frame.
@@ -167,13 +198,67 @@ impl HeadTail {
     pub fn finish(&self) -> Output {
         let tail: Vec<u8> = self.tail.iter().copied().collect();
         let kept = (self.head.len() + tail.len()) as u64;
+        let omitted = self.total - kept;
+        if omitted == 0 {
+            // One contiguous text: decode it whole, so a character split between the two parts
+            // stays one character.
+            let mut all = self.head.clone();
+            all.extend_from_slice(&tail);
+            let (head, invalid) = decode(&all);
+            return Output {
+                head,
+                tail: String::new(),
+                total_bytes: self.total,
+                omitted_bytes: 0,
+                invalid_utf8_bytes: invalid,
+            };
+        }
+        // The cuts may split a character: its pieces count as cut, not as invalid bytes.
+        let head_end = self.head.len() - partial_suffix(&self.head);
+        let tail_start = tail.iter().take(3).take_while(|b| (**b & 0xC0) == 0x80).count();
+        let (head, bad_head) = decode(&self.head[..head_end]);
+        let (tail_text, bad_tail) = decode(&tail[tail_start..]);
         Output {
-            head: String::from_utf8_lossy(&self.head).into_owned(),
-            tail: String::from_utf8_lossy(&tail).into_owned(),
+            head,
+            tail: tail_text,
             total_bytes: self.total,
-            omitted_bytes: self.total - kept,
+            omitted_bytes: omitted + (self.head.len() - head_end + tail_start) as u64,
+            invalid_utf8_bytes: bad_head + bad_tail,
         }
     }
+}
+
+/// `bytes` as text, each invalid sequence shown as one U+FFFD, and how many bytes were not
+/// UTF-8.
+fn decode(bytes: &[u8]) -> (String, u64) {
+    let mut text = String::with_capacity(bytes.len());
+    let mut invalid = 0u64;
+    for chunk in bytes.utf8_chunks() {
+        text.push_str(chunk.valid());
+        if !chunk.invalid().is_empty() {
+            invalid += chunk.invalid().len() as u64;
+            text.push(char::REPLACEMENT_CHARACTER);
+        }
+    }
+    (text, invalid)
+}
+
+/// How many bytes at the end of `b` are the start of a character that continues past it.
+fn partial_suffix(b: &[u8]) -> usize {
+    for back in 1..=3.min(b.len()) {
+        let byte = b[b.len() - back];
+        if byte & 0xC0 == 0x80 {
+            continue;
+        }
+        let need = match byte {
+            0xC0..=0xDF => 2,
+            0xE0..=0xEF => 3,
+            0xF0..=0xF7 => 4,
+            _ => return 0,
+        };
+        return if need > back { back } else { 0 };
+    }
+    0
 }
 
 #[cfg(test)]
@@ -226,7 +311,35 @@ mod tests {
         small.push(b"hello");
         assert_eq!(
             small.finish(),
-            Output { head: "hello".into(), tail: String::new(), total_bytes: 5, omitted_bytes: 0 }
+            Output {
+                head: "hello".into(),
+                tail: String::new(),
+                total_bytes: 5,
+                omitted_bytes: 0,
+                invalid_utf8_bytes: 0
+            }
         );
+    }
+
+    #[test]
+    fn invalid_utf8_is_counted_and_a_character_cut_in_two_is_not() {
+        let mut ht = HeadTail::default();
+        ht.push(b"ok \xff\xfe end \xe2\x82");
+        ht.push(b"\xac"); // completes the euro sign
+        let out = ht.finish();
+        assert_eq!(out.head, "ok \u{FFFD}\u{FFFD} end \u{20ac}");
+        assert_eq!(out.invalid_utf8_bytes, 2);
+
+        // A long stream whose head cut falls inside a 3-byte character: not "invalid".
+        let mut ht = HeadTail::default();
+        let mut data = vec![b'a'; KEEP_HEAD_BYTES - 1];
+        data.extend("\u{20ac}".as_bytes());
+        data.extend(vec![b'b'; 200_000]);
+        ht.push(&data);
+        let out = ht.finish();
+        assert_eq!(out.invalid_utf8_bytes, 0);
+        assert_eq!(out.head.len(), KEEP_HEAD_BYTES - 1);
+        assert_eq!(out.total_bytes, data.len() as u64);
+        assert_eq!(out.omitted_bytes, (data.len() - out.head.len() - out.tail.len()) as u64);
     }
 }

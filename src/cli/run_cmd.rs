@@ -425,16 +425,6 @@ pub(super) fn gate(plan: &Plan, g: &GateArgs) -> Result<(), Failure> {
     }
 }
 
-/// Where a resumed session's shell was last: the working directory persists across calls.
-fn last_bash_cwd(session: &abhed::store::Session<'_>) -> Option<PathBuf> {
-    let events = session.events().ok()?;
-    events.iter().rev().filter(|e| e.kind == "observation").find_map(|e| {
-        let p: &serde_json::Value = &e.payload;
-        (p.get("tool")?.as_str()? == "bash").then_some(())?;
-        Some(PathBuf::from(p.get("meta")?.get("cwd_after")?.as_str()?))
-    })
-}
-
 fn serve(
     plan: &Plan,
     store: &Store,
@@ -471,7 +461,8 @@ fn serve(
         }
     }
     let sandbox = SessionSandbox::new(&plan.config.sandbox, &workspace);
-    if let Some(cwd) = plan.session.as_ref().and_then(|_| last_bash_cwd(&session)) {
+    // A resumed session's shell starts where it was last: the working directory persists.
+    if let Some(cwd) = plan.session.as_ref().and_then(|_| abhed::tools::bash::last_cwd(&session)) {
         sandbox.set_cwd(cwd);
     }
     let setup = RunSetup {

@@ -10,7 +10,7 @@ use abhed::agent;
 use abhed::approval::gate::Approvals;
 use abhed::config::Config;
 use abhed::model::ToolCall;
-use abhed::sandbox::{SessionSandbox, Workspace};
+use abhed::sandbox::{SessionSandbox, VmLifetime, Workspace};
 use abhed::store::Store;
 use abhed::tools::{ErrorCode, Registry, ToolContext};
 
@@ -111,6 +111,14 @@ pub fn run(a: ToolArgs) -> Result<u8, Failure> {
     }
     approvals.restore(&session).map_err(|e| Failure::internal(&e))?;
     let sandbox = SessionSandbox::new(&config.sandbox, &workspace);
+    // The VM, and a background job in it, ends with this process.
+    sandbox.set_lifetime(VmLifetime::OneCall);
+    // Seed 000 §7: the working directory persists between the session's calls.
+    if a.session.is_some()
+        && let Some(cwd) = abhed::tools::bash::last_cwd(&session)
+    {
+        sandbox.set_cwd(cwd);
+    }
     let ctx = ToolContext {
         workspace: &workspace,
         config: &config,

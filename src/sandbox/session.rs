@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use super::Workspace;
 use super::image::Image;
 use super::qemu::{Qemu, find_qemu};
-use super::vm::{Accel, BootSpec, MicroVm, VmError};
+use super::vm::{Accel, BootSpec, DiskTrips, MicroVm, VmError};
 use crate::config::SandboxConfig;
 
 /// The name every bash observation reports as its backend.
@@ -40,17 +40,42 @@ pub struct VmFacts {
     pub boot_ms: u64,
 }
 
+/// How long the session's VM, and so a background job, lives: what the model is told.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VmLifetime {
+    /// Until the abhed process that holds the session ends: the run, chat or resume.
+    Run,
+    /// `abhed tool`: the process exits right after its one call.
+    OneCall,
+}
+
+/// One request's answer from the session's VM, with what the observation reports beside it.
+#[derive(Debug)]
+pub struct Ran<T> {
+    pub reply: T,
+    pub facts: VmFacts,
+    /// The working directory the request ran in.
+    pub cwd: PathBuf,
+    /// What the disk watchdog saw.
+    pub disk: DiskTrips,
+    /// Something the model should know from before this call (the last VM was killed).
+    pub note: Option<String>,
+}
+
 pub struct SessionSandbox {
     cfg: SandboxConfig,
     roots: Vec<PathBuf>,
     home: PathBuf,
     state: Mutex<State>,
+    lifetime: Mutex<VmLifetime>,
 }
 
 struct State {
     vm: Option<MicroVm>,
     cwd: PathBuf,
     next_id: u64,
+    /// Why the last VM ended, for the next call to say.
+    note: Option<String>,
 }
 
 impl SessionSandbox {
@@ -59,8 +84,20 @@ impl SessionSandbox {
             cfg: cfg.clone(),
             roots: workspace.roots().map(Path::to_path_buf).collect(),
             home: workspace.root().to_path_buf(),
-            state: Mutex::new(State { vm: None, cwd: workspace.root().to_path_buf(), next_id: 1 }),
+            state: Mutex::new(State { vm: None, cwd: workspace.root().to_path_buf(), next_id: 1, note: None }),
+            lifetime: Mutex::new(VmLifetime::Run),
         }
+    }
+
+    /// Say how long this session's VM lives (`abhed tool` sets [`VmLifetime::OneCall`]).
+    pub fn set_lifetime(&self, lifetime: VmLifetime) {
+        if let Ok(mut l) = self.lifetime.lock() {
+            *l = lifetime;
+        }
+    }
+
+    pub fn lifetime(&self) -> VmLifetime {
+        self.lifetime.lock().map(|l| *l).unwrap_or(VmLifetime::Run)
     }
 
     /// The working directory the next command starts in.
@@ -77,13 +114,15 @@ impl SessionSandbox {
 
     /// Run `command` in a fresh shell in the session's working directory, and move the working
     /// directory to where the shell ended.
-    pub fn exec(&self, command: &str, timeout_ms: u64) -> Result<(ExecResult, VmFacts, PathBuf), SandboxError> {
+    pub fn exec(&self, command: &str, timeout_ms: u64) -> Result<Ran<ExecResult>, SandboxError> {
         self.on_vm(|vm, id, cwd, home| vm.exec(id, command, cwd, home, timeout_ms), |r| (r.cwd_reset, r.cwd.as_deref()))
     }
 
-    /// Start `command` detached in the session's working directory.
-    pub fn spawn(&self, command: &str) -> Result<(SpawnResult, VmFacts, PathBuf), SandboxError> {
-        self.on_vm(|vm, id, cwd, home| vm.spawn(id, command, cwd, home), |r| (r.cwd_reset, None))
+    /// Start `command` detached in the session's working directory, as a job with a fresh id
+    /// (one no other VM of this session has used, so its handle cannot name another job).
+    pub fn spawn(&self, command: &str) -> Result<Ran<SpawnResult>, SandboxError> {
+        let job = job_id();
+        self.on_vm(|vm, id, cwd, home| vm.spawn(id, &job, command, cwd, home), |r| (r.cwd_reset, None))
     }
 
     /// One request to the session's VM (booted first if need be) with the next id and the
@@ -94,7 +133,7 @@ impl SessionSandbox {
         &self,
         request: impl FnOnce(&mut MicroVm, u64, &Path, &Path) -> Result<T, VmError>,
         moved: impl FnOnce(&T) -> (bool, Option<&str>),
-    ) -> Result<(T, VmFacts, PathBuf), SandboxError> {
+    ) -> Result<Ran<T>, SandboxError> {
         let mut st =
             self.state.lock().map_err(|_| SandboxError::Unavailable("the sandbox state is poisoned".into()))?;
         let booted = self.ensure_vm(&mut st)?;
@@ -104,18 +143,21 @@ impl SessionSandbox {
         let Some(machine) = st.vm.as_mut() else { return Err(SandboxError::Unavailable("no VM".into())) };
         let facts = facts(machine, booted);
         match request(machine, id, &cwd, &self.home) {
-            Ok(r) => {
-                let (reset, ended_in) = moved(&r);
+            Ok(reply) => {
+                let disk = machine.disk_trips().clone();
+                let (reset, ended_in) = moved(&reply);
                 if reset {
                     st.cwd = self.home.clone();
                 }
                 if let Some(c) = ended_in {
                     st.cwd = PathBuf::from(c);
                 }
-                Ok((r, facts, cwd))
+                Ok(Ran { reply, facts, cwd, disk, note: st.note.take() })
             }
             Err(e) => {
-                st.vm = None;
+                if e.vm_lost() {
+                    st.vm = None;
+                }
                 Err(e.into())
             }
         }
@@ -126,6 +168,9 @@ impl SessionSandbox {
         if let Some(vm) = st.vm.as_mut() {
             if vm.alive() {
                 return Ok(false);
+            }
+            if let Some(note) = vm.end_note() {
+                st.note = Some(note);
             }
             st.vm = None;
         }
@@ -173,6 +218,7 @@ impl BootSpec {
             readonly: host_readonly(cfg),
             accel: Accel::Tcg,
             deadline: Duration::from_secs(cfg.boot_timeout_s),
+            disk_quota: Some(cfg.disk_quota_mib.saturating_mul(1024 * 1024)),
         }
     }
 }
@@ -189,6 +235,20 @@ fn host_readonly(cfg: &SandboxConfig) -> Vec<PathBuf> {
     }
     v.extend(cfg.host_readonly.iter().filter(|p| p.is_dir()).cloned());
     v
+}
+
+/// A job id: 8 hex digits from the kernel's random source, so that two VMs of one session
+/// (a crash, a second `abhed tool`) never reuse one.
+fn job_id() -> String {
+    use std::io::Read as _;
+    let mut b = [0u8; 4];
+    let random = std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut b));
+    if random.is_err() {
+        // Without it, the clock's nanoseconds and our pid still differ from VM to VM.
+        let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        b = (t.subsec_nanos() ^ std::process::id().rotate_left(16)).to_be_bytes();
+    }
+    b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
 /// What a KVM boot probe found, remembered beside the session store so that a host whose KVM

@@ -3,16 +3,24 @@
 //! absolute paths, the host's `/usr` read-only if the operator allows it. Commands travel over
 //! one virtio-serial port to the guest agent (see the `abhed-guest` crate for the protocol).
 
+use std::collections::VecDeque;
 use std::io;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use abhed_guest::{ExecResult, PROTOCOL_VERSION, Request, Response, Share, SpawnResult, read_frame, write_frame};
 
 use super::Qemu;
+use super::diskguard::{Actions, DiskWatch, Trip};
 use super::image::Image;
+use super::lifeline::{Pidfd, VmDir, spawn_tied};
+
+/// How much of the guest's console (its kernel's messages, the agent's errors) is kept for a
+/// crash report: the last 64 KiB, in memory. A guest can print without end.
+pub const CONSOLE_KEEP_BYTES: usize = 64 * 1024;
 
 /// How the guest's CPU is provided.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -44,48 +52,119 @@ pub struct BootSpec {
     pub accel: Accel,
     /// Boot to a ready agent within this, or the boot failed.
     pub deadline: Duration,
+    /// The most one call may add to the disks of `shares` (see [`super::diskguard`]); `None`
+    /// watches nothing.
+    pub disk_quota: Option<u64>,
 }
 
 /// Why the VM could not do what was asked. The messages are for the model, which sees them
 /// inside a bash error, and for the operator.
 #[derive(Debug, thiserror::Error)]
 pub enum VmError {
+    /// Nothing ran.
     #[error("the sandbox VM did not boot: {0}")]
     Boot(String),
-    #[error("the sandbox VM stopped unexpectedly: {0}")]
-    Crashed(String),
+    /// The guest refused the request or could not start the shell; nothing ran, and the VM
+    /// is still there.
+    #[error("the guest could not start the command: {0}")]
+    NotStarted(String),
+    /// The VM died or stopped answering. `sent`: the request had reached it, so the command
+    /// may have run in part.
+    #[error("the sandbox VM stopped unexpectedly: {message}")]
+    Crashed { message: String, sent: bool },
+    /// The disk watchdog killed the VM (the guest did not stop writing when asked).
+    #[error("the sandbox VM was stopped: {0}")]
+    DiskQuota(String),
+}
+
+impl VmError {
+    /// Whether the command may have run, in part or whole.
+    pub fn may_have_run(&self) -> bool {
+        match self {
+            VmError::Boot(_) | VmError::NotStarted(_) => false,
+            VmError::Crashed { sent, .. } => *sent,
+            VmError::DiskQuota(_) => true,
+        }
+    }
+
+    /// Whether the VM is gone (the next call boots a fresh one).
+    pub fn vm_lost(&self) -> bool {
+        !matches!(self, VmError::NotStarted(_))
+    }
+}
+
+/// The last [`CONSOLE_KEEP_BYTES`] the guest printed on its serial console.
+#[derive(Clone, Default)]
+struct Console(Arc<Mutex<VecDeque<u8>>>);
+
+impl Console {
+    /// Keep reading `from` (QEMU's stdout, where the serial port goes) until it ends.
+    fn follow(&self, mut from: impl io::Read + Send + 'static) {
+        let ring = Arc::clone(&self.0);
+        let _ = std::thread::Builder::new().name("abhed-vm-console".into()).spawn(move || {
+            let mut buf = vec![0u8; 16 * 1024];
+            while let Ok(n) = from.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                let Ok(mut r) = ring.lock() else { break };
+                r.extend(&buf[..n]);
+                let over = r.len().saturating_sub(CONSOLE_KEEP_BYTES);
+                r.drain(..over);
+            }
+        });
+    }
+
+    fn text(&self) -> String {
+        let bytes: Vec<u8> = self.0.lock().map(|r| r.iter().copied().collect()).unwrap_or_default();
+        String::from_utf8_lossy(&bytes).into_owned()
+    }
+}
+
+/// What the disk watchdog saw around one call: a trip between the last call and this one
+/// (background jobs), and one during this call.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DiskTrips {
+    pub before: Option<Trip>,
+    pub during: Option<Trip>,
 }
 
 /// A running microVM with a ready guest agent.
 pub struct MicroVm {
     child: Child,
+    /// Reads the guest's answers; requests go through `writer`, which the disk watchdog shares.
     stream: UnixStream,
+    writer: Arc<Mutex<UnixStream>>,
     accel: Accel,
     shell: String,
     kernel: String,
     boot_ms: u64,
-    /// Holds the control socket and the serial console log; removed with the VM.
-    dir: tempfile::TempDir,
+    console: Console,
+    watch: Option<DiskWatch>,
+    trips: DiskTrips,
+    /// Holds the control socket and QEMU's own log; removed with the VM.
+    _dir: VmDir,
 }
 
 impl MicroVm {
     pub fn boot(image: &Image, spec: &BootSpec) -> Result<MicroVm, VmError> {
         let start = Instant::now();
-        let dir = tempfile::Builder::new()
-            .prefix("abhed-vm-")
-            .tempdir()
-            .map_err(|e| VmError::Boot(format!("cannot create a private directory for the VM: {e}")))?;
+        let dir =
+            VmDir::create().map_err(|e| VmError::Boot(format!("cannot create a private directory for the VM: {e}")))?;
         let sock = dir.path().join("agent.sock");
-        let console = dir.path().join("console.log");
-        // To a file, not a pipe: nobody reads a pipe during the session, and a full one would
-        // block QEMU.
+        // QEMU's own messages, to a file: nobody reads them during the session, and they are
+        // few (the guest cannot write there). The guest's console goes to a pipe we read.
         let qemu_log = dir.path().join("qemu.log");
         let log = std::fs::File::create(&qemu_log)
             .map_err(|e| VmError::Boot(format!("cannot create {}: {e}", qemu_log.display())))?;
         let mut cmd = spec.qemu.command();
-        cmd.args(qemu_args(image, spec, &sock, &console)).stdin(Stdio::null()).stdout(Stdio::null()).stderr(log);
+        cmd.args(qemu_args(image, spec, &sock)).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(log);
         let mut child =
-            cmd.spawn().map_err(|e| VmError::Boot(format!("cannot start {}: {e}", spec.qemu.binary.display())))?;
+            spawn_tied(cmd).map_err(|e| VmError::Boot(format!("cannot start {}: {e}", spec.qemu.binary.display())))?;
+        let console = Console::default();
+        if let Some(out) = child.stdout.take() {
+            console.follow(out);
+        }
         let deadline = start + spec.deadline;
         let fail = |child: &mut Child, why: String| {
             let _ = child.kill();
@@ -114,8 +193,26 @@ impl MicroVm {
             }
             std::thread::sleep(Duration::from_millis(5));
         };
-        let mut vm =
-            MicroVm { child, stream, accel: spec.accel, shell: String::new(), kernel: String::new(), boot_ms: 0, dir };
+        let writer = match stream.try_clone() {
+            Ok(w) => w,
+            Err(e) => return Err(fail(&mut child, format!("cannot use the control socket: {e}"))),
+        };
+        // A guest that stops reading must not hang a writer (the watchdog's stop included).
+        let _ = writer.set_write_timeout(Some(Duration::from_secs(10)));
+        let writer = Arc::new(Mutex::new(writer));
+        let mut vm = MicroVm {
+            child,
+            stream,
+            writer,
+            accel: spec.accel,
+            shell: String::new(),
+            kernel: String::new(),
+            boot_ms: 0,
+            console,
+            watch: None,
+            trips: DiskTrips::default(),
+            _dir: dir,
+        };
         let left = deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(1));
         match vm.recv(left) {
             Ok(Response::Ready { protocol, kernel }) if protocol == PROTOCOL_VERSION => vm.kernel = kernel,
@@ -153,7 +250,62 @@ impl MicroVm {
             other => return Err(fail(&mut vm.child, format!("unexpected reply to setup {other:?}"))),
         }
         vm.boot_ms = start.elapsed().as_millis() as u64;
+        if let Some(cap) = spec.disk_quota {
+            vm.watch = Some(vm.start_watch(&spec.shares, cap));
+        }
         Ok(vm)
+    }
+
+    /// The disk watchdog for this VM: a stop goes to the guest as a frame, a kill to QEMU
+    /// through a pidfd (never a pid, which may be reused once QEMU is reaped).
+    fn start_watch(&self, shares: &[PathBuf], cap: u64) -> DiskWatch {
+        let writer = Arc::clone(&self.writer);
+        let pidfd = Pidfd::open(self.child.id());
+        let reason = format!(
+            "the disk watchdog: this call added more than {} to the workspace's disk",
+            super::diskguard::mib(cap)
+        );
+        DiskWatch::start(
+            shares,
+            cap,
+            Actions {
+                stop: Box::new(move || {
+                    if let Ok(mut w) = writer.lock() {
+                        let _ = write_frame(&mut *w, &Request::Stop { reason: reason.clone() });
+                    }
+                }),
+                kill: Box::new(move || {
+                    if let Some(p) = &pidfd {
+                        p.kill();
+                    }
+                }),
+            },
+        )
+    }
+
+    /// What the disk watchdog saw around the last call.
+    pub fn disk_trips(&self) -> &DiskTrips {
+        &self.trips
+    }
+
+    /// Why this VM ended, when abhed ended it (the disk watchdog), for the next call to say.
+    pub fn end_note(&self) -> Option<String> {
+        let trip = self.watch.as_ref()?.peek()?;
+        trip.vm_killed.then(|| {
+            format!(
+                "the previous sandbox VM was killed while no call ran: {}, and its background jobs did not stop when asked. Its background jobs and its /tmp are gone; files they wrote in the workspace are still there",
+                trip.describe()
+            )
+        })
+    }
+
+    /// A call starts: the watchdog measures from now.
+    fn call_starts(&mut self) {
+        self.trips = DiskTrips { before: self.watch.as_ref().and_then(DiskWatch::rebase), during: None };
+    }
+
+    fn call_ends(&mut self) {
+        self.trips.during = self.watch.as_ref().and_then(DiskWatch::take);
     }
 
     pub fn accel(&self) -> Accel {
@@ -182,6 +334,7 @@ impl MicroVm {
         fallback: &Path,
         timeout_ms: u64,
     ) -> Result<ExecResult, VmError> {
+        self.call_starts();
         self.send(&Request::Exec {
             id,
             command: command.to_string(),
@@ -189,24 +342,37 @@ impl MicroVm {
             fallback_cwd: fallback.to_string_lossy().into_owned(),
             timeout_ms,
         })?;
-        match self.recv(Duration::from_millis(timeout_ms) + Duration::from_secs(20))? {
+        let reply = self.recv(Duration::from_millis(timeout_ms) + Duration::from_secs(20));
+        self.call_ends();
+        match reply? {
             Response::Exec(r) if r.id == id => Ok(r),
-            Response::Failed { message, .. } => Err(VmError::Crashed(format!("the guest agent failed: {message}"))),
+            Response::Failed { message, .. } => Err(VmError::NotStarted(message)),
             other => Err(self.crashed(format!("unexpected reply {other:?}"))),
         }
     }
 
-    /// Start a background job.
-    pub fn spawn(&mut self, id: u64, command: &str, cwd: &Path, fallback: &Path) -> Result<SpawnResult, VmError> {
+    /// Start a background job named `job`.
+    pub fn spawn(
+        &mut self,
+        id: u64,
+        job: &str,
+        command: &str,
+        cwd: &Path,
+        fallback: &Path,
+    ) -> Result<SpawnResult, VmError> {
+        self.call_starts();
         self.send(&Request::Spawn {
             id,
+            job: job.to_string(),
             command: command.to_string(),
             cwd: cwd.to_string_lossy().into_owned(),
             fallback_cwd: fallback.to_string_lossy().into_owned(),
         })?;
-        match self.recv(Duration::from_secs(30))? {
+        let reply = self.recv(Duration::from_secs(30));
+        self.call_ends();
+        match reply? {
             Response::Spawned(r) if r.id == id => Ok(r),
-            Response::Failed { message, .. } => Err(VmError::Crashed(format!("the guest agent failed: {message}"))),
+            Response::Failed { message, .. } => Err(VmError::NotStarted(message)),
             other => Err(self.crashed(format!("unexpected reply {other:?}"))),
         }
     }
@@ -216,8 +382,16 @@ impl MicroVm {
         matches!(self.child.try_wait(), Ok(None))
     }
 
+    /// Send a request. A failure here means the guest never had it: nothing ran.
     fn send(&mut self, req: &Request) -> Result<(), VmError> {
-        write_frame(&mut self.stream, req).map_err(|e| self.crashed(format!("cannot write to the guest: {e}")))
+        let sent = match self.writer.lock() {
+            Ok(mut w) => write_frame(&mut *w, req),
+            Err(_) => Err(io::Error::other("the channel's writer is poisoned")),
+        };
+        sent.map_err(|e| match self.crashed(format!("cannot write to the guest: {e}")) {
+            VmError::Crashed { message, .. } => VmError::Crashed { message, sent: false },
+            other => other,
+        })
     }
 
     fn recv(&mut self, wait: Duration) -> Result<Response, VmError> {
@@ -234,6 +408,10 @@ impl MicroVm {
 
     /// Describe a dead or hung VM and make sure it is gone.
     fn crashed(&mut self, what: String) -> VmError {
+        if let Some(w) = self.watch.as_mut() {
+            w.quit();
+        }
+        let killed_by_watch = self.watch.as_ref().and_then(DiskWatch::peek).filter(|t| t.vm_killed);
         let status = match self.child.try_wait() {
             Ok(Some(s)) => format!(" (QEMU exited: {s})"),
             _ => String::new(),
@@ -241,12 +419,19 @@ impl MicroVm {
         let tail = self.console_tail();
         let _ = self.child.kill();
         let _ = self.child.wait();
-        VmError::Crashed(format!("{what}{status}{tail}"))
+        if let Some(t) = killed_by_watch {
+            self.trips.during = Some(t.clone());
+            return VmError::DiskQuota(format!(
+                "{}, and the guest did not stop writing when asked, so the VM was killed",
+                t.describe()
+            ));
+        }
+        VmError::Crashed { message: format!("{what}{status}{tail}"), sent: true }
     }
 
     /// The last lines the guest kernel printed, for a report.
     fn console_tail(&self) -> String {
-        let text = std::fs::read_to_string(self.dir.path().join("console.log")).unwrap_or_default();
+        let text = self.console.text();
         let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
         let tail = &lines[lines.len().saturating_sub(5)..];
         if tail.is_empty() { String::new() } else { format!("; the guest console ended with: {}", tail.join(" | ")) }
@@ -255,6 +440,10 @@ impl MicroVm {
 
 impl Drop for MicroVm {
     fn drop(&mut self) {
+        // First, so that its kill cannot reach a process that takes QEMU's place.
+        if let Some(w) = self.watch.as_mut() {
+            w.quit();
+        }
         if self.alive() && self.send(&Request::Shutdown).is_ok() {
             let _ = self.recv(Duration::from_secs(1));
             let end = Instant::now() + Duration::from_secs(2);
@@ -267,7 +456,7 @@ impl Drop for MicroVm {
     }
 }
 
-fn qemu_args(image: &Image, spec: &BootSpec, sock: &Path, console: &Path) -> Vec<String> {
+fn qemu_args(image: &Image, spec: &BootSpec, sock: &Path) -> Vec<String> {
     let (accel, cpu) = match spec.accel {
         Accel::Kvm => ("kvm", "host"),
         Accel::Tcg => ("tcg", "max"),
@@ -309,8 +498,11 @@ fn qemu_args(image: &Image, spec: &BootSpec, sock: &Path, console: &Path) -> Vec
         image.initramfs.to_string_lossy().into_owned(),
         "-append".into(),
         append,
+        // The serial console to QEMU's stdout, a pipe whose last bytes we keep (`Console`).
+        "-chardev".into(),
+        "stdio,id=console,signal=off".into(),
         "-serial".into(),
-        format!("file:{}", console.display()),
+        "chardev:console".into(),
         "-device".into(),
         "virtio-serial-device".into(),
         "-chardev".into(),
@@ -348,4 +540,30 @@ fn guest_path(readonly: &[PathBuf]) -> String {
         .collect();
     dirs.extend(["/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"].map(String::from));
     dirs.join(":")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write as _;
+
+    /// A guest printing without end costs a fixed 64 KiB: the last bytes, in memory.
+    #[test]
+    fn the_console_keeps_only_its_last_64_kib() {
+        let (r, mut w) = io::pipe().unwrap();
+        let console = Console::default();
+        console.follow(r);
+        for i in 0..40_000 {
+            writeln!(w, "line {i:06}").unwrap(); // 12 bytes each: 480 KB
+        }
+        drop(w);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !console.text().ends_with("line 039999\n") {
+            assert!(Instant::now() < deadline, "the console reader fell behind");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let text = console.text();
+        assert_eq!(text.len(), CONSOLE_KEEP_BYTES);
+        assert!(text.ends_with("line 039998\nline 039999\n"));
+    }
 }
