@@ -186,6 +186,9 @@ pub enum Event {
     },
     RunEnd {
         seq: i64,
+        /// The hash of this run_end event as stored: the head of the session's chain when the
+        /// run ended. Kept outside the store, it proves later that nothing was cut from the log.
+        head: String,
         reason: StopReason,
         message: String,
         answer: Option<String>,

@@ -491,9 +491,12 @@ impl<'a, 'm> Agent<'a, 'm> {
             "reason": reason, "message": message, "answer": answer,
             "turns": c.turns, "tokens": c.tokens, "wall_ms": wall_ms,
         });
-        let seq = self.record(EventKind::RunEnd, payload)?;
+        // The run_end event's own hash is the chain's head: an operator who keeps it elsewhere can
+        // later prove the log was not cut short (`abhed sessions verify ID --head HASH`).
+        let ev = self.setup.tools.session.append(EventKind::RunEnd, &payload)?;
         self.emit(Event::RunEnd {
-            seq,
+            seq: ev.seq,
+            head: ev.hash,
             reason,
             message: message.clone(),
             answer: answer.clone(),

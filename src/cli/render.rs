@@ -145,7 +145,9 @@ impl Renderer {
                     err(&format!("    [{} {agent_type}: {}] {line}", index + 1, preview(description)));
                 }
             }
-            Event::RunEnd { reason, message, answer, turns, tokens, wall_ms, .. } => {
+            Event::RunEnd { reason, message, answer, turns, tokens, wall_ms, head, .. } => {
+                // The chain's head, for an operator to keep elsewhere (`sessions verify --head`).
+                err(&format!("log head: {head}"));
                 let summary = format!("{} turns, {tokens} tokens, {:.1} s", turns, *wall_ms as f64 / 1000.0);
                 match reason {
                     StopReason::Done | StopReason::GaveUp => {

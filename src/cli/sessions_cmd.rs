@@ -1,9 +1,9 @@
-//! `abhed sessions list | show ID | export ID | verify ID | resume ID [TASK]`.
+//! `abhed sessions list | show ID | export ID | verify ID [--head HASH] | resume ID [TASK]`.
 
 use clap::Subcommand;
 use serde_json::Value;
 
-use abhed::store::{Store, StoredEvent};
+use abhed::store::{ChainCheck, Session, Store, StoredEvent, Verdict};
 
 use super::run_cmd;
 use super::{Failure, exit, print_stdout};
@@ -26,10 +26,16 @@ pub enum SessionsCmd {
         /// The session's id (`abhed sessions list` shows them).
         id: String,
     },
-    /// Check a session's hash chain: exit 0 when intact, 1 with the first bad event.
+    /// Check a session's hash chain under the store's key and print its head: exit 0 when
+    /// intact, 1 with the first bad event (or a recorded head not in the chain), 3 when it cannot
+    /// be checked (the key is missing or not this store's).
     Verify {
         /// The session's id (`abhed sessions list` shows them).
         id: String,
+        /// A head recorded earlier (`run_end`'s `head`, or this command's `head:` line): the log
+        /// must still contain it, so events cut from its end are found.
+        #[arg(long, value_name = "HASH")]
+        head: Option<String>,
     },
     /// Continue a session that stopped (budget, Ctrl-C, a crash), or give it a follow-up task.
     Resume(Box<run_cmd::ResumeArgs>),
@@ -41,11 +47,23 @@ pub fn run(cmd: SessionsCmd) -> Result<u8, Failure> {
     }
     let path = Store::default_path().map_err(|e| Failure::internal(&e))?;
     let store = Store::open(&path).map_err(|e| Failure::internal(&e))?;
-    let events = |id: &str| -> Result<Vec<StoredEvent>, Failure> {
-        let s = store.open_session(id).map_err(|e| Failure::internal(&e))?.ok_or_else(|| {
+    let session = |id: &str| -> Result<Session<'_>, Failure> {
+        store.session_unchecked(id).map_err(|e| Failure::internal(&e))?.ok_or_else(|| {
             Failure::usage(format!("no session `{id}` in {}; `abhed sessions list` shows them", path.display()))
-        })?;
-        s.events().map_err(|e| Failure::internal(&e))
+        })
+    };
+    // Show and export print a damaged log as it is (that is what it is for), with a warning.
+    let events = |id: &str| -> Result<Vec<StoredEvent>, Failure> {
+        let s = session(id)?;
+        let check = s.verify().map_err(|e| Failure::internal(&e))?;
+        match &check.verdict {
+            Verdict::Intact => {}
+            Verdict::Broken { seq, why } => {
+                eprintln!("abhed: warning: session {id} does not verify (at event {seq}: {why}); shown as stored")
+            }
+            Verdict::Unverifiable { why } => eprintln!("abhed: warning: session {id} cannot be verified: {why}"),
+        }
+        s.raw_events().map_err(|e| Failure::internal(&e))
     };
     match cmd {
         SessionsCmd::List { json } => {
@@ -83,27 +101,88 @@ pub fn run(cmd: SessionsCmd) -> Result<u8, Failure> {
             print_stdout(&out)?;
             Ok(exit::OK)
         }
-        SessionsCmd::Verify { id } => {
-            let s = store
-                .open_session(&id)
-                .map_err(|e| Failure::internal(&e))?
-                .ok_or_else(|| Failure::usage(format!("no session `{id}` in {}", path.display())))?;
-            let n = s.event_count().map_err(|e| Failure::internal(&e))?;
-            match s.verify_chain().map_err(|e| Failure::internal(&e))? {
-                None => {
-                    print_stdout(&format!("session {id}: {n} events, hash chain intact\n"))?;
-                    Ok(exit::OK)
+        SessionsCmd::Verify { id, head } => {
+            let recorded = match head {
+                Some(h) if h.len() == 64 && h.bytes().all(|b| b.is_ascii_hexdigit()) => Some(h.to_ascii_lowercase()),
+                Some(h) => {
+                    return Err(Failure::usage(format!(
+                        "--head takes a hash of 64 hex digits (run_end's `head`), not `{h}`"
+                    )));
                 }
-                Some(seq) => {
-                    print_stdout(&format!(
-                        "session {id}: the hash chain breaks at event {seq}: it, or the one before it, was changed after it was written\n"
-                    ))?;
-                    Ok(exit::TOOL_ERROR)
-                }
-            }
+                None => None,
+            };
+            let s = session(&id)?;
+            let check = s.verify().map_err(|e| Failure::internal(&e))?;
+            let keyed_at = store.keyed_at().ok().flatten().unwrap_or_default();
+            let (text, code) = verify_report(&id, &check, &keyed_at, recorded.as_deref(), |h| s.seq_of_hash(h))
+                .map_err(|e| Failure::internal(&e))?;
+            print_stdout(&text)?;
+            Ok(code)
         }
         SessionsCmd::Resume(_) => unreachable!("handled above"),
     }
+}
+
+/// What `sessions verify` prints, and its exit status.
+fn verify_report(
+    id: &str,
+    check: &ChainCheck,
+    keyed_at: &str,
+    recorded: Option<&str>,
+    seq_of: impl Fn(&str) -> anyhow::Result<Option<i64>>,
+) -> anyhow::Result<(String, u8)> {
+    let n = check.events;
+    let head_line = match &check.head {
+        Some(h) => format!("head: event {} {}\n", h.seq, h.hash),
+        None => "head: none (no events)\n".to_string(),
+    };
+    let mut out = String::new();
+    let code = match &check.verdict {
+        Verdict::Unverifiable { why } => {
+            out.push_str(&format!("session {id}: {n} events, cannot verify the hash chain: {why}\n"));
+            return Ok((out, exit::INTERNAL));
+        }
+        Verdict::Broken { seq: 0, why } => {
+            out.push_str(&format!("session {id}: the session's record does not verify: {why}\n"));
+            exit::TOOL_ERROR
+        }
+        Verdict::Broken { seq, why } => {
+            out.push_str(&format!("session {id}: the hash chain breaks at event {seq}: {why}\n"));
+            exit::TOOL_ERROR
+        }
+        Verdict::Intact => {
+            out.push_str(&format!("session {id}: {n} events, hash chain intact\n"));
+            out.push_str(&head_line);
+            if let Some(a) = &check.unkeyed {
+                let when = if keyed_at.is_empty() { a.keyed_at.clone() } else { keyed_at.to_string() };
+                out.push_str(&format!(
+                    "note: events 1-{} were written before this store had a key ({when}); their hashes are unkeyed, so they are proven unchanged since then, not since they were written\n",
+                    a.seq
+                ));
+            }
+            exit::OK
+        }
+    };
+    if code == exit::OK
+        && let Some(h) = recorded
+    {
+        let last = check.head.as_ref().map_or(0, |h| h.seq);
+        match seq_of(h)? {
+            Some(seq) if seq == last => {
+                out.push_str(&format!("recorded head: event {seq}, the last: nothing was cut from the end\n"))
+            }
+            Some(seq) => {
+                out.push_str(&format!("recorded head: event {seq}; {} events were added after it\n", last - seq))
+            }
+            None => {
+                out.push_str(&format!(
+                    "recorded head {h} is not in this log: events were cut from its end, or the store was put back to an earlier state\n"
+                ));
+                return Ok((out, exit::TOOL_ERROR));
+            }
+        }
+    }
+    Ok((out, code))
 }
 
 fn one_line(s: &str) -> String {

@@ -47,7 +47,54 @@ enum Format {
 /// The version of the `--format json` envelope. Bumped only on an incompatible change.
 const ENVELOPE_VERSION: u32 = 1;
 
+/// A failure before the call ran, with the `error.code` its JSON envelope gives it.
+struct Refusal {
+    failure: Failure,
+    code: &'static str,
+    /// The text the envelope's `output` holds (the model's view for an unknown tool).
+    output: Option<String>,
+    session: Option<String>,
+}
+
+impl From<Failure> for Refusal {
+    fn from(failure: Failure) -> Self {
+        let code = if failure.code == exit::INTERNAL { "internal" } else { "usage" };
+        Refusal { failure, code, output: None, session: None }
+    }
+}
+
 pub fn run(a: ToolArgs) -> Result<u8, Failure> {
+    let json_format = matches!(a.format, Format::Json);
+    let tool = a.name.clone().unwrap_or_default();
+    match call(a) {
+        Ok(code) => Ok(code),
+        // Under --format json every outcome is one envelope on stdout, failures included; the
+        // message still goes to stderr for a person watching.
+        Err(r) if json_format => {
+            let message = r.failure.message.clone();
+            let envelope = json!({
+                "format_version": ENVELOPE_VERSION,
+                "tool": tool,
+                "ok": false,
+                "output": r.output.unwrap_or_else(|| message.clone()),
+                "error": { "code": r.code, "message": message },
+                "mutated": false,
+                "truncated": false,
+                "session": r.session,
+                "path": null,
+                "sha256": null,
+                "action_seq": null,
+                "observation_seq": null,
+                "duration_ms": null,
+            });
+            print_stdout(&format!("{envelope}\n"))?;
+            Err(r.failure)
+        }
+        Err(r) => Err(r.failure),
+    }
+}
+
+fn call(a: ToolArgs) -> Result<u8, Refusal> {
     let registry = Registry::native();
     if a.list {
         let defs = serde_json::to_string_pretty(&registry.definitions()).map_err(|e| Failure::internal(&e.into()))?;
@@ -56,16 +103,20 @@ pub fn run(a: ToolArgs) -> Result<u8, Failure> {
     }
     let name = a.name.unwrap_or_default();
     if registry.get(&name).is_none() {
-        return Err(Failure::usage(format!(
-            "there is no tool named `{name}`; the tools are: {}",
-            registry.names().join(", ")
-        )));
+        let e = agent::dispatch::unknown_tool(&name, &registry.names());
+        return Err(Refusal {
+            failure: Failure::usage(e.message.clone()),
+            code: "unknown_tool",
+            output: Some(e.render()),
+            session: None,
+        });
     }
     let raw_args = match a.args.as_deref() {
         None => {
             return Err(Failure::usage(format!(
                 "give the arguments of `{name}` as a JSON object, e.g. abhed tool {name} '{{...}}' (abhed tool --list shows the schemas)"
-            )));
+            ))
+            .into());
         }
         Some("-") => {
             let mut s = String::new();
@@ -80,36 +131,42 @@ pub fn run(a: ToolArgs) -> Result<u8, Failure> {
     let store_path = Store::default_path().map_err(|e| Failure::internal(&e))?;
     let store = Store::open(&store_path).map_err(|e| Failure::internal(&e))?;
     let session = match &a.session {
-        Some(id) => store.open_session(id).map_err(|e| Failure::internal(&e))?.ok_or_else(|| {
-            Failure::usage(format!(
+        Some(id) => store.open_session(id).map_err(|e| Failure::internal(&e))?.ok_or_else(|| Refusal {
+            failure: Failure::usage(format!(
                 "no session `{id}` in {}; omit --session to start a new one",
                 store.path().display()
-            ))
+            )),
+            code: "unknown_session",
+            output: None,
+            session: Some(id.clone()),
         })?,
         None => {
             let ws = workspace_dir(a.workspace.clone(), None)?;
             store.create_session(&ws).map_err(|e| Failure::internal(&e))?
         }
     };
-    let ws_dir = workspace_dir(a.workspace, Some(session.workspace().to_path_buf()))?;
+    // From here on a failure belongs to this session: the envelope names it.
+    let sid = session.id().to_string();
+    let in_session = |f: Failure| Refusal { session: Some(sid.clone()), ..Refusal::from(f) };
+    let ws_dir = workspace_dir(a.workspace, Some(session.workspace().to_path_buf())).map_err(in_session)?;
     // A session's read-tracking and events belong to one workspace.
     if ws_dir != session.workspace() {
-        return Err(Failure::usage(format!(
+        return Err(in_session(Failure::usage(format!(
             "session `{}` belongs to workspace {}, not {}; omit --workspace to use the session's, or omit --session to start a new session",
             session.id(),
             session.workspace().display(),
             ws_dir.display()
-        )));
+        ))));
     }
-    let config = Config::load(&ws_dir).map_err(|e| Failure::usage(format!("{e:#}")))?;
+    let config = Config::load(&ws_dir).map_err(|e| in_session(Failure::usage(format!("{e:#}"))))?;
     let workspace = Workspace::new(&ws_dir, &config.workspace.extra_roots)
-        .map_err(|e| Failure::usage(format!("cannot use workspace {}: {e}", ws_dir.display())))?;
+        .map_err(|e| in_session(Failure::usage(format!("cannot use workspace {}: {e}", ws_dir.display()))))?;
     let (approvals, warnings) = Approvals::from_config(&config, super::approve::TtyApprover::for_this_process())
-        .map_err(|e| Failure::usage(format!("{e:#}")))?;
+        .map_err(|e| in_session(Failure::usage(format!("{e:#}"))))?;
     for w in warnings {
         eprintln!("abhed: {w}");
     }
-    approvals.restore(&session).map_err(|e| Failure::internal(&e))?;
+    approvals.restore(&session).map_err(|e| in_session(Failure::internal(&e)))?;
     let sandbox = SessionSandbox::new(&config.sandbox, &workspace);
     // The VM, and a background job in it, ends with this process.
     sandbox.set_lifetime(VmLifetime::OneCall);
@@ -130,7 +187,7 @@ pub fn run(a: ToolArgs) -> Result<u8, Failure> {
     };
 
     let call = ToolCall { name, arguments: raw_args };
-    let outcome = agent::execute(&registry, &ctx, &call).map_err(|e| Failure::internal(&e))?;
+    let outcome = agent::execute(&registry, &ctx, &call).map_err(|e| in_session(Failure::internal(&e)))?;
 
     match a.format {
         Format::Text => {

@@ -1,82 +1,36 @@
 //! The session store: one SQLite database (WAL) holding sessions, their append-only event log
-//! and their read-tracking state.
+//! and their state (read-tracking, plan and todo list), conformance reports and a cache of model
+//! file hashes.
 //!
-//! Every event carries the hash of the one before it, so the log is tamper-evident: the hash
-//! of event `n` is `sha256(prev_hash "\n" session "\n" seq "\n" kind "\n" ts "\n" payload)`, and
-//! the first event's `prev_hash` is 64 zeros.
+//! The store has a key (`key.rs`: a 0600 file beside the database) that chains the event log
+//! (`chain.rs`: HMAC-SHA256, so a log changed without the key does not verify) and seals the
+//! rows that decide something (`seal.rs`). The schema and its migrations are in `migrate.rs`.
 
+mod chain;
+mod file_hashes;
+mod key;
+mod migrate;
 mod reads;
 mod reports;
+mod seal;
 mod state;
 
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use anyhow::{Context as _, Result, bail};
+use anyhow::{Context as _, Result, anyhow, bail};
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use serde::Serialize;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
+pub use chain::{ChainCheck, Head, Verdict};
+pub use key::key_path;
 pub use reads::ReadRecord;
 pub use reports::StoredReport;
+pub use seal::Anchor;
 
-/// The schema version this build writes (`PRAGMA user_version`).
-const SCHEMA_VERSION: i64 = 4;
-
-const SCHEMA: &str = "
-CREATE TABLE IF NOT EXISTS sessions (
-    id          TEXT PRIMARY KEY,
-    created_at  TEXT NOT NULL,
-    workspace   TEXT NOT NULL,
-    parent_id   TEXT REFERENCES sessions(id)
-);
-CREATE TABLE IF NOT EXISTS events (
-    session_id  TEXT NOT NULL REFERENCES sessions(id),
-    seq         INTEGER NOT NULL,
-    kind        TEXT NOT NULL,
-    ts          TEXT NOT NULL,
-    payload     TEXT NOT NULL,
-    prev_hash   TEXT NOT NULL,
-    hash        TEXT NOT NULL,
-    PRIMARY KEY (session_id, seq)
-);
-CREATE TABLE IF NOT EXISTS reads (
-    session_id  TEXT NOT NULL REFERENCES sessions(id),
-    path        TEXT NOT NULL,
-    sha256      TEXT NOT NULL,
-    size        INTEGER NOT NULL,
-    mtime_ns    INTEGER NOT NULL,
-    total_lines INTEGER NOT NULL,
-    lines_seen  TEXT NOT NULL,
-    read_at     TEXT NOT NULL,
-    PRIMARY KEY (session_id, path)
-);
-CREATE TABLE IF NOT EXISTS session_state (
-    session_id  TEXT NOT NULL REFERENCES sessions(id),
-    key         TEXT NOT NULL,
-    value       TEXT NOT NULL,
-    updated_at  TEXT NOT NULL,
-    PRIMARY KEY (session_id, key)
-);
-CREATE TABLE IF NOT EXISTS conformance_reports (
-    id           INTEGER PRIMARY KEY AUTOINCREMENT,
-    model_key    TEXT NOT NULL,
-    created_at   TEXT NOT NULL,
-    suite_digest TEXT NOT NULL,
-    report       TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS conformance_reports_by_model ON conformance_reports (model_key, id);
-CREATE TABLE IF NOT EXISTS file_hashes (
-    path        TEXT NOT NULL,
-    size        INTEGER NOT NULL,
-    mtime_ns    INTEGER NOT NULL,
-    sha256      TEXT NOT NULL,
-    PRIMARY KEY (path)
-);
-";
-
-const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+use key::Key;
 
 /// The kinds of event in the log.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -145,11 +99,19 @@ pub struct StoredEvent {
 pub struct Store {
     conn: Connection,
     path: PathBuf,
+    key: KeyState,
+}
+
+/// The store's key as found when it was opened. A store whose key cannot be used can still be
+/// listed and exported, but nothing in it is verified, trusted or added to.
+enum KeyState {
+    Ready(Key),
+    Unusable(String),
 }
 
 impl Store {
     /// Where the database lives: `$ABHED_HOME/abhed.db`, else `$XDG_DATA_HOME/abhed/abhed.db`,
-    /// else `~/.local/share/abhed/abhed.db`.
+    /// else `~/.local/share/abhed/abhed.db`. Its key is beside it ([`key_path`]).
     pub fn default_path() -> Result<PathBuf> {
         let env = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty()).map(PathBuf::from);
         let dir = if let Some(home) = env("ABHED_HOME") {
@@ -164,14 +126,18 @@ impl Store {
         Ok(dir.join("abhed.db"))
     }
 
-    /// Open (creating if needed) the store at `path`.
+    /// Open (creating if needed) the store at `path`, migrating an older one. A new store, or
+    /// one written before stores had keys, gets its key here.
     pub fn open(path: &Path) -> Result<Store> {
+        Store::open_inner(path).map_err(|e| explain(path, e))
+    }
+
+    fn open_inner(path: &Path) -> Result<Store> {
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir)
                 .with_context(|| format!("cannot create the store directory {}", dir.display()))?;
         }
-        let conn =
-            Connection::open(path).with_context(|| format!("cannot open the session store {}", path.display()))?;
+        let mut conn = Connection::open(path)?;
         // Several `abhed` processes may share one session: wait for the lock instead of failing.
         conn.busy_timeout(std::time::Duration::from_secs(10))?;
         conn.pragma_update(None, "journal_mode", "WAL")?;
@@ -179,16 +145,36 @@ impl Store {
         conn.pragma_update(None, "synchronous", "FULL")?;
         conn.pragma_update(None, "foreign_keys", "ON")?;
         let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
-        if version > SCHEMA_VERSION {
+        if version > migrate::SCHEMA_VERSION {
             bail!(
-                "the session store {} was written by a newer abhed (schema {version}, this build knows {SCHEMA_VERSION}); use that version or point ABHED_HOME elsewhere",
-                path.display()
+                "the session store {} was written by a newer abhed (schema {version}, this build knows {}); use that version or point ABHED_HOME elsewhere",
+                path.display(),
+                migrate::SCHEMA_VERSION
             );
         }
-        conn.execute_batch(SCHEMA)
-            .with_context(|| format!("cannot initialise the session store {}", path.display()))?;
-        conn.pragma_update(None, "user_version", SCHEMA_VERSION)?;
-        Ok(Store { conn, path: path.to_path_buf() })
+        let kp = key_path(path);
+        if version < migrate::SCHEMA_VERSION {
+            let key = match Key::load(&kp)? {
+                Some(k) => k,
+                None => Key::create(&kp)?,
+            };
+            migrate::upgrade(&mut conn, &key)?;
+        }
+        let key = key_state(&conn, path, &kp)?;
+        Ok(Store { conn, path: path.to_path_buf(), key })
+    }
+
+    /// The store's key, or why it cannot be used.
+    fn key(&self) -> Result<&Key> {
+        match &self.key {
+            KeyState::Ready(k) => Ok(k),
+            KeyState::Unusable(why) => Err(anyhow!("{why}")),
+        }
+    }
+
+    /// When the store got its key (the migration to schema 5, or its creation).
+    pub fn keyed_at(&self) -> Result<Option<String>> {
+        Ok(self.conn.query_row("SELECT value FROM store_meta WHERE name = 'keyed_at'", [], |r| r.get(0)).optional()?)
     }
 
     pub fn path(&self) -> &Path {
@@ -206,18 +192,25 @@ impl Store {
     }
 
     fn insert_session(&self, workspace: &Path, parent: Option<&str>) -> Result<Session<'_>> {
+        let key = self.key()?;
         let id = new_session_id();
-        self.conn
-            .execute(
-                "INSERT INTO sessions (id, created_at, workspace, parent_id) VALUES (?1, ?2, ?3, ?4)",
-                params![id, now_rfc3339(), workspace.display().to_string(), parent],
-            )
-            .context("cannot create a session")?;
+        let tx = rusqlite::Transaction::new_unchecked(&self.conn, TransactionBehavior::Immediate)?;
+        tx.execute(
+            "INSERT INTO sessions (id, created_at, workspace, parent_id) VALUES (?1, ?2, ?3, ?4)",
+            params![id, now_rfc3339(), workspace.display().to_string(), parent],
+        )?;
+        seal::reseal_session(&tx, key, &id)?;
+        seal::seal_head(&tx, key, &id, 0, chain::GENESIS)?;
+        tx.commit().map_err(|e| explain(&self.path, e.into())).context("cannot create a session")?;
         Ok(Session { store: self, id, workspace: workspace.to_path_buf() })
     }
 
     /// Every session, newest first.
     pub fn sessions(&self) -> Result<Vec<SessionSummary>> {
+        self.sessions_inner().map_err(|e| explain(&self.path, e))
+    }
+
+    fn sessions_inner(&self) -> Result<Vec<SessionSummary>> {
         let mut stmt = self.conn.prepare(
             "SELECT s.id, s.created_at, s.workspace,
                     (SELECT COUNT(*) FROM events e WHERE e.session_id = s.id),
@@ -257,31 +250,75 @@ impl Store {
         Ok(out)
     }
 
-    /// The sha256 remembered for a file with this size and mtime, if any.
-    pub fn file_hash(&self, path: &Path, size: u64, mtime_ns: i64) -> Result<Option<String>> {
-        Ok(self
-            .conn
-            .query_row(
-                "SELECT sha256 FROM file_hashes WHERE path = ?1 AND size = ?2 AND mtime_ns = ?3",
-                params![path.display().to_string(), size as i64, mtime_ns],
-                |r| r.get(0),
-            )
-            .optional()?)
-    }
-
-    pub fn record_file_hash(&self, path: &Path, size: u64, mtime_ns: i64, sha256: &str) -> Result<()> {
-        self.conn.execute(
-            "INSERT OR REPLACE INTO file_hashes (path, size, mtime_ns, sha256) VALUES (?1, ?2, ?3, ?4)",
-            params![path.display().to_string(), size as i64, mtime_ns, sha256],
-        )?;
-        Ok(())
-    }
-
-    /// An existing session, or `None` when there is no session with that id.
+    /// An existing session, or `None` when there is no session with that id. Its record (the
+    /// workspace, the parent, its plan and todo state) must match its seal: a session changed
+    /// outside abhed is an error, never a session to work in.
     pub fn open_session(&self, id: &str) -> Result<Option<Session<'_>>> {
-        let ws: Option<String> =
-            self.conn.query_row("SELECT workspace FROM sessions WHERE id = ?1", [id], |r| r.get(0)).optional()?;
+        let Some(s) = self.session_unchecked(id)? else { return Ok(None) };
+        if !seal::session_ok(&self.conn, self.key()?, id)? {
+            bail!(
+                "session {id} in {} does not verify: its record (workspace, parent, plan, todo list or plan mode) was changed outside abhed, so it is not used. `abhed sessions verify {id}` says more",
+                self.path.display()
+            );
+        }
+        Ok(Some(s))
+    }
+
+    /// An existing session, unchecked: for `sessions verify`, `show` and `export`, which must
+    /// report on a damaged one.
+    pub fn session_unchecked(&self, id: &str) -> Result<Option<Session<'_>>> {
+        let ws: Option<String> = self
+            .conn
+            .query_row("SELECT workspace FROM sessions WHERE id = ?1", [id], |r| r.get(0))
+            .optional()
+            .map_err(|e| explain(&self.path, e.into()))?;
         Ok(ws.map(|w| Session { store: self, id: id.to_string(), workspace: PathBuf::from(w) }))
+    }
+}
+
+/// The key state of an opened store: its recorded key id against the key file.
+fn key_state(conn: &Connection, db: &Path, kp: &Path) -> Result<KeyState> {
+    let recorded: Option<String> =
+        conn.query_row("SELECT value FROM store_meta WHERE name = 'key_id'", [], |r| r.get(0)).optional()?;
+    let (db, kp_shown) = (db.display(), kp.display());
+    let advice = format!(
+        "Restore the key file from where you keep a copy; or move {db} aside (with its -wal and -shm files) and abhed starts a new store"
+    );
+    Ok(match (recorded, Key::load(kp)) {
+        (_, Err(e)) => KeyState::Unusable(format!("{e:#}")),
+        (None, _) => KeyState::Unusable(format!(
+            "the session store {db} does not record which key sealed it (its store_meta table was changed outside abhed), so nothing in it can be verified. Move {db} aside to start a new store"
+        )),
+        (Some(id), Ok(None)) => KeyState::Unusable(format!(
+            "the key of the session store {db} is missing: {kp_shown} (key {id}) does not exist, so nothing in the store can be verified or added to. {advice}"
+        )),
+        (Some(id), Ok(Some(k))) if k.id != id => KeyState::Unusable(format!(
+            "{kp_shown} is not the key of the session store {db}: the store was sealed with key {id}, the file holds key {}, so nothing in the store can be verified or added to. {advice}",
+            k.id
+        )),
+        (Some(_), Ok(Some(k))) => KeyState::Ready(k),
+    })
+}
+
+/// An error from the store, with the file named; a file that is not a SQLite database, or a
+/// damaged one, says what to do.
+fn explain(path: &Path, err: anyhow::Error) -> anyhow::Error {
+    let corrupt = err.chain().any(|e| {
+        matches!(
+            e.downcast_ref::<rusqlite::Error>(),
+            Some(rusqlite::Error::SqliteFailure(f, _))
+                if matches!(f.code, rusqlite::ErrorCode::NotADatabase | rusqlite::ErrorCode::DatabaseCorrupt)
+        )
+    });
+    let p = path.display();
+    if corrupt {
+        anyhow!(
+            "the session store {p} is not a SQLite database or is damaged ({err:#}). Move it aside (`mv {p} {p}.damaged`, and its -wal and -shm files if present) and abhed starts a new store there; what can be saved of the old one: `sqlite3 {p}.damaged .recover`"
+        )
+    } else if format!("{err:#}").contains(&p.to_string()) {
+        err
+    } else {
+        err.context(format!("cannot use the session store {p}"))
     }
 }
 
@@ -302,89 +339,6 @@ impl Session<'_> {
         &self.workspace
     }
 
-    /// Append an event and commit it before returning.
-    pub fn append(&self, kind: EventKind, payload: &Value) -> Result<StoredEvent> {
-        let payload_text = serde_json::to_string(payload)?;
-        let ts = now_rfc3339();
-        // IMMEDIATE takes the write lock up front, so two processes appending to one session
-        // cannot both read the same last sequence number.
-        let tx = rusqlite::Transaction::new_unchecked(&self.store.conn, TransactionBehavior::Immediate)?;
-        let last: Option<(i64, String)> = tx
-            .query_row(
-                "SELECT seq, hash FROM events WHERE session_id = ?1 ORDER BY seq DESC LIMIT 1",
-                [&self.id],
-                |r| Ok((r.get(0)?, r.get(1)?)),
-            )
-            .optional()?;
-        let (seq, prev_hash) = match last {
-            Some((s, h)) => (s + 1, h),
-            None => (1, GENESIS.to_string()),
-        };
-        let hash = chain_hash(&prev_hash, &self.id, seq, kind.as_str(), &ts, &payload_text);
-        tx.execute(
-            "INSERT INTO events (session_id, seq, kind, ts, payload, prev_hash, hash) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-            params![self.id, seq, kind.as_str(), ts, payload_text, prev_hash, hash],
-        )?;
-        tx.commit().context("cannot commit an event to the session store")?;
-        Ok(StoredEvent {
-            session: self.id.clone(),
-            seq,
-            kind: kind.as_str().to_string(),
-            ts,
-            payload: payload.clone(),
-            prev_hash,
-            hash,
-        })
-    }
-
-    /// Every event of the session, in order.
-    pub fn events(&self) -> Result<Vec<StoredEvent>> {
-        self.events_between(0, i64::MAX)
-    }
-
-    /// The events with `after < seq < before`, in order.
-    pub fn events_between(&self, after: i64, before: i64) -> Result<Vec<StoredEvent>> {
-        let mut stmt = self.store.conn.prepare(
-            "SELECT seq, kind, ts, payload, prev_hash, hash FROM events WHERE session_id = ?1 AND seq > ?2 AND seq < ?3 ORDER BY seq",
-        )?;
-        let rows = stmt.query_map(rusqlite::params![&self.id, after, before], |r| {
-            Ok((r.get::<_, i64>(0)?, r.get(1)?, r.get(2)?, r.get::<_, String>(3)?, r.get(4)?, r.get(5)?))
-        })?;
-        let mut out = Vec::new();
-        for row in rows {
-            let (seq, kind, ts, payload, prev_hash, hash) = row?;
-            let payload =
-                serde_json::from_str(&payload).with_context(|| format!("event {seq} has a corrupt payload"))?;
-            out.push(StoredEvent { session: self.id.clone(), seq, kind, ts, payload, prev_hash, hash });
-        }
-        Ok(out)
-    }
-
-    /// How many events the session has.
-    pub fn event_count(&self) -> Result<i64> {
-        Ok(self.store.conn.query_row("SELECT COUNT(*) FROM events WHERE session_id = ?1", [&self.id], |r| r.get(0))?)
-    }
-
-    /// Check the hash chain. Returns the sequence number of the first event that does not
-    /// verify, or `None` when the whole log is intact.
-    pub fn verify_chain(&self) -> Result<Option<i64>> {
-        let mut stmt = self
-            .store
-            .conn
-            .prepare("SELECT seq, kind, ts, payload, prev_hash, hash FROM events WHERE session_id = ?1 ORDER BY seq")?;
-        let mut rows = stmt.query([&self.id])?;
-        let mut prev = GENESIS.to_string();
-        while let Some(r) = rows.next()? {
-            let (seq, kind, ts, payload, prev_hash, hash): (i64, String, String, String, String, String) =
-                (r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?);
-            if prev_hash != prev || chain_hash(&prev, &self.id, seq, &kind, &ts, &payload) != hash {
-                return Ok(Some(seq));
-            }
-            prev = hash;
-        }
-        Ok(None)
-    }
-
     /// The store file this session lives in (a subagent's thread opens its own connection).
     pub fn store_path(&self) -> &Path {
         self.store.path()
@@ -395,13 +349,18 @@ impl Session<'_> {
     }
 }
 
-fn chain_hash(prev: &str, session: &str, seq: i64, kind: &str, ts: &str, payload: &str) -> String {
-    let mut h = Sha256::new();
-    for part in [prev, session, &seq.to_string(), kind, ts, payload] {
-        h.update(part.as_bytes());
-        h.update(b"\n");
+/// Run `f` on one snapshot of the database: checks that read several tables (events and the
+/// sealed head, a session and its state) must not see half of another process's append. Inside
+/// an open transaction `f` already has one.
+pub(crate) fn snapshot<T>(conn: &Connection, f: impl FnOnce() -> Result<T>) -> Result<T> {
+    if !conn.is_autocommit() {
+        return f();
     }
-    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+    let tx = rusqlite::Transaction::new_unchecked(conn, TransactionBehavior::Deferred)?;
+    let out = f();
+    // Nothing was written: ending the read transaction is all that is left.
+    drop(tx);
+    out
 }
 
 /// Now as RFC 3339 UTC with milliseconds.

@@ -1,10 +1,17 @@
 //! Conformance reports, kept per model (`abhed conformance` writes them, the gate in `abhed run`
 //! reads the latest). Every probe is kept: the history shows how a model's results moved.
+//!
+//! A forged passing report would let an unqualified model serve, so the reports form a chain
+//! under the store's key: each row's seal covers its fields and the seal of the row before it.
+//! Reading the latest checks the whole chain (a few rows per model), so an edited, inserted or
+//! removed report is an error. Removing the newest reports of a model is not caught: the gate
+//! then reads an older, genuine report (docs/EVENTS.md).
 
-use anyhow::{Context as _, Result};
-use rusqlite::{OptionalExtension, params};
+use anyhow::{Context as _, Result, bail};
+use rusqlite::{Connection, TransactionBehavior, params};
 use serde_json::Value;
 
+use super::key::Key;
 use super::{Store, now_rfc3339};
 
 /// A report as stored.
@@ -17,33 +24,99 @@ pub struct StoredReport {
     pub report: Value,
 }
 
+/// One row: id, model_key, created_at, suite_digest, report (text), mac.
+type Row = (i64, String, String, String, String, String);
+
+fn seal(key: &Key, r: &Row, prev: &str) -> String {
+    let id = r.0.to_string();
+    key.seal(
+        "report",
+        &[id.as_bytes(), r.1.as_bytes(), r.2.as_bytes(), r.3.as_bytes(), r.4.as_bytes(), prev.as_bytes()],
+    )
+}
+
+fn rows(conn: &Connection) -> Result<Vec<Row>> {
+    Ok(conn
+        .prepare("SELECT id, model_key, created_at, suite_digest, report, mac FROM conformance_reports ORDER BY id")?
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?)))?
+        .collect::<Result<_, _>>()?)
+}
+
 impl Store {
     /// Keep `report` for `model_key`; returns its id.
     pub fn save_report(&self, model_key: &str, suite_digest: &str, report: &Value) -> Result<i64> {
-        self.conn.execute(
-            "INSERT INTO conformance_reports (model_key, created_at, suite_digest, report) VALUES (?1, ?2, ?3, ?4)",
-            params![model_key, now_rfc3339(), suite_digest, serde_json::to_string(report)?],
+        let key = self.key()?;
+        let tx = rusqlite::Transaction::new_unchecked(&self.conn, TransactionBehavior::Immediate)?;
+        let prev: String = tx
+            .query_row("SELECT mac FROM conformance_reports ORDER BY id DESC LIMIT 1", [], |r| r.get(0))
+            .or_else(|e| if e == rusqlite::Error::QueryReturnedNoRows { Ok(String::new()) } else { Err(e) })?;
+        let row: Row = (
+            0,
+            model_key.to_string(),
+            now_rfc3339(),
+            suite_digest.to_string(),
+            serde_json::to_string(report)?,
+            String::new(),
+        );
+        tx.execute(
+            "INSERT INTO conformance_reports (model_key, created_at, suite_digest, report, mac) VALUES (?1, ?2, ?3, ?4, '')",
+            params![row.1, row.2, row.3, row.4],
         )?;
-        Ok(self.conn.last_insert_rowid())
+        let id = tx.last_insert_rowid();
+        let mac = seal(key, &(id, row.1, row.2, row.3, row.4, row.5), &prev);
+        tx.execute("UPDATE conformance_reports SET mac = ?1 WHERE id = ?2", params![mac, id])?;
+        tx.commit()?;
+        Ok(id)
     }
 
-    /// The newest report for `model_key`.
+    /// The newest report for `model_key`, after checking the chain of all reports.
     pub fn latest_report(&self, model_key: &str) -> Result<Option<StoredReport>> {
-        let row: Option<(i64, String, String, String)> = self
-            .conn
-            .query_row(
-                "SELECT id, created_at, suite_digest, report FROM conformance_reports
-                 WHERE model_key = ?1 ORDER BY id DESC LIMIT 1",
-                params![model_key],
-                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
-            )
-            .optional()?;
-        row.map(|(id, created_at, suite_digest, text)| {
-            let report = serde_json::from_str(&text).with_context(|| format!("conformance report {id} is corrupt"))?;
-            Ok(StoredReport { id, model_key: model_key.to_string(), created_at, suite_digest, report })
-        })
-        .transpose()
+        let key = self.key()?;
+        let mut prev = String::new();
+        let mut latest = None;
+        for row in rows(&self.conn)? {
+            if !key.check(
+                "report",
+                &[
+                    row.0.to_string().as_bytes(),
+                    row.1.as_bytes(),
+                    row.2.as_bytes(),
+                    row.3.as_bytes(),
+                    row.4.as_bytes(),
+                    prev.as_bytes(),
+                ],
+                &row.5,
+            ) {
+                bail!(
+                    "conformance report {} in the session store {} does not match its seal (it, or one before it, was changed, added or removed outside abhed), so no report there is trusted. Move the store aside and run `abhed conformance` again",
+                    row.0,
+                    self.path.display()
+                );
+            }
+            prev = row.5.clone();
+            if row.1 == model_key {
+                latest = Some(row);
+            }
+        }
+        latest
+            .map(|(id, model_key, created_at, suite_digest, text, _)| {
+                let report =
+                    serde_json::from_str(&text).with_context(|| format!("conformance report {id} is corrupt"))?;
+                Ok(StoredReport { id, model_key, created_at, suite_digest, report })
+            })
+            .transpose()
     }
+}
+
+/// Chain every report as it stands, oldest first (the migration to a keyed store).
+pub(super) fn rechain_all(conn: &Connection, key: &Key) -> Result<()> {
+    let mut prev = String::new();
+    for row in rows(conn)? {
+        let mac = seal(key, &row, &prev);
+        conn.execute("UPDATE conformance_reports SET mac = ?1 WHERE id = ?2", params![mac, row.0])?;
+        prev = mac;
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -62,5 +135,21 @@ mod tests {
         store.save_report("sha256:x", "d2", &json!({"n": 3})).unwrap();
         let r = store.latest_report("sha256:x").unwrap().unwrap();
         assert_eq!((r.suite_digest.as_str(), r.report["n"].as_i64()), ("d2", Some(3)));
+    }
+
+    #[test]
+    fn a_forged_or_removed_report_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("a.db")).unwrap();
+        store.save_report("sha256:x", "d1", &json!({"pass": false})).unwrap();
+        store.save_report("sha256:y", "d1", &json!({"pass": true})).unwrap();
+        store.conn.execute("UPDATE conformance_reports SET report = '{\"pass\":true}' WHERE id = 1", []).unwrap();
+        assert!(store.latest_report("sha256:x").is_err());
+        // Put it back, then remove the first row: the second's link to it breaks.
+        store.conn.execute("UPDATE conformance_reports SET report = '{\"pass\":false}' WHERE id = 1", []).unwrap();
+        assert!(store.latest_report("sha256:x").is_ok());
+        store.conn.execute("DELETE FROM conformance_reports WHERE id = 1", []).unwrap();
+        let e = format!("{:#}", store.latest_report("sha256:y").unwrap_err());
+        assert!(e.contains("report 2") && e.contains("a.db"), "{e}");
     }
 }

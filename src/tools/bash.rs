@@ -54,7 +54,7 @@ impl Tool for Bash {
             "properties": {
                 "command": {"type": "string"},
                 "description": {"type": "string", "description": "Short human-readable description shown in the approval prompt."},
-                "timeout_ms": {"type": "integer", "description": "Default 120000, max 600000."},
+                "timeout_ms": {"type": "integer", "minimum": 1, "description": "Default 120000, max 600000."},
                 "background": {"type": "boolean", "description": "Run detached; returns a handle. Use for servers and long builds."}
             },
             "required": ["command", "description"],

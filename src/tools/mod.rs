@@ -328,13 +328,13 @@ impl Registry {
 }
 
 /// Deserialize validated arguments. Validation against the schema already ran, so a failure
-/// here is a value the schema cannot express (a negative count, say): still the model's error.
+/// here is a value the schema cannot express (a negative count where it says only "integer"):
+/// still the model's error, told in the schema's terms (the field, what it must be, what came),
+/// never in serde's ("expected u64").
 pub(crate) fn parse_args<T: serde::de::DeserializeOwned>(tool: &str, args: Value) -> Result<T, ToolError> {
-    serde_json::from_value(args).map_err(|e| {
-        ToolError::new(
-            ErrorCode::InvalidArguments,
-            format!("invalid arguments for {tool}: {e}. Check the values against the tool's schema."),
-        )
+    serde_path_to_error::deserialize(&args).map_err(|e| {
+        let schema = Registry::native().get(tool).map(|t| t.input_schema());
+        args::from_serde(tool, schema.as_ref(), &args, &e)
     })
 }
 

@@ -97,7 +97,7 @@ fn one_schema() -> Value {
         "prompt": {"type": "string", "description": "Complete, self-contained task. The subagent sees none of this conversation: give the absolute paths, the facts and the goal, and say what to report."},
         "description": {"type": "string", "description": "3-5 word label."},
         "agent_type": {"type": "string", "enum": AGENT_TYPES, "description": "Which subagent profile: explore (read-only: read, glob, grep) | test (read, glob, grep, bash; runs tests) | review (read, glob, grep, bash; checks code, changes nothing) | general (read, write, edit, glob, grep, todo, bash). Default general."},
-        "max_turns": {"type": "integer"}
+        "max_turns": {"type": "integer", "minimum": 1}
     })
 }
 
