@@ -79,34 +79,39 @@ pub fn run(a: ToolArgs) -> Result<u8, Failure> {
 
     let store_path = Store::default_path().map_err(|e| Failure::internal(&e))?;
     let store = Store::open(&store_path).map_err(|e| Failure::internal(&e))?;
-    let session = match &a.session {
-        Some(id) => store.open_session(id).map_err(|e| Failure::internal(&e))?.ok_or_else(|| {
+    let existing = match &a.session {
+        Some(id) => Some(store.open_session(id).map_err(|e| Failure::internal(&e))?.ok_or_else(|| {
             Failure::usage(format!(
                 "no session `{id}` in {}; omit --session to start a new one",
                 store.path().display()
             ))
-        })?,
-        None => {
-            let ws = workspace_dir(a.workspace.clone(), None)?;
-            store.create_session(&ws).map_err(|e| Failure::internal(&e))?
-        }
+        })?),
+        None => None,
     };
-    let ws_dir = workspace_dir(a.workspace, Some(session.workspace().to_path_buf()))?;
+    let ws_dir = workspace_dir(a.workspace, existing.as_ref().map(|s| s.workspace().to_path_buf()))?;
     // A session's read-tracking and events belong to one workspace.
-    if ws_dir != session.workspace() {
+    if let Some(s) = &existing
+        && ws_dir != s.workspace()
+    {
         return Err(Failure::usage(format!(
             "session `{}` belongs to workspace {}, not {}; omit --workspace to use the session's, or omit --session to start a new session",
-            session.id(),
-            session.workspace().display(),
+            s.id(),
+            s.workspace().display(),
             ws_dir.display()
         )));
     }
     let config = Config::load(&ws_dir).map_err(|e| Failure::usage(format!("{e:#}")))?;
+    // Before a session is made for it: a refused workspace leaves nothing behind.
+    abhed::boundary::check_workspace(&ws_dir, &config).map_err(|e| Failure::usage(e.to_string()))?;
+    let session = match existing {
+        Some(s) => s,
+        None => store.create_session(&ws_dir).map_err(|e| Failure::internal(&e))?,
+    };
     let workspace = Workspace::new(&ws_dir, &config.workspace.extra_roots)
         .map_err(|e| Failure::usage(format!("cannot use workspace {}: {e}", ws_dir.display())))?;
     let (approvals, warnings) = Approvals::from_config(&config, super::approve::TtyApprover::for_this_process())
         .map_err(|e| Failure::usage(format!("{e:#}")))?;
-    for w in warnings {
+    for w in config.warnings.iter().chain(&warnings) {
         eprintln!("abhed: {w}");
     }
     approvals.restore(&session).map_err(|e| Failure::internal(&e))?;
