@@ -10,7 +10,7 @@ abhed=$(realpath "$arg")
 [ -d "$arg" ] && abhed=$(realpath "$arg/bin/abhed")
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-export ABHED_HOME=$work/home ABHED_CONFIG=$work/no-config.toml
+export ABHED_HOME=$work/home ABHED_CONFIG=/dev/null
 unset ABHED_ALLOW_UNQUALIFIED_MODEL ABHED_MODEL
 
 start=$(date +%s)

@@ -9,9 +9,12 @@ bundle=$(cd "${1:?usage: bundle/test.sh BUNDLE_DIR}" && pwd)
 [ "$(id -u)" = 0 ] || { echo "bundle/test.sh: needs root (unshare, mount)" >&2; exit 1; }
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+# Also the folder doctor runs in: $work itself holds abhed's data folder and install, which
+# doctor would report as no place for a workspace.
 mkdir -p "$work/empty"
-# A store and config of its own: no report or setting from this host's earlier runs counts.
-export ABHED_HOME=$work/home ABHED_CONFIG=$work/no-config.toml
+# A store of its own and no user config (/dev/null): no report or setting from this host's
+# earlier runs counts.
+export ABHED_HOME=$work/home ABHED_CONFIG=/dev/null
 unset ABHED_ALLOW_UNQUALIFIED_MODEL ABHED_MODEL
 fails=0
 ok() { echo "ok   $1"; }
@@ -49,7 +52,7 @@ fi
 out=$(airgap sh "$bundle/install.sh" --prefix "$prefix" 2>&1)
 grep -q "already installed" <<<"$out" && ok "install.sh again: nothing to do" || fail "install.sh again: nothing to do" "$out"
 abhed=$prefix/bin/abhed
-report=$(cd "$work" && airgap "$abhed" doctor --json)
+report=$(cd "$work/empty" && airgap "$abhed" doctor --json)
 if python3 -c '
 import json, sys
 r = json.loads(sys.argv[1]); c = r["checks"]
@@ -106,7 +109,7 @@ else
 fi
 
 echo "== the bundled QEMU needs nothing of the host's"
-report=$(cd "$work" && bare "$abhed" doctor --json)
+report=$(cd "$work/empty" && bare "$abhed" doctor --json)
 if python3 -c '
 import json, sys
 c = json.loads(sys.argv[1])["checks"]
@@ -154,7 +157,7 @@ grep -q "No space left on device" <<<"$out" && grep -q "is as it was before" <<<
 
 # The installed model removed: doctor names it, run says where it looked; install.sh repairs.
 rm "$prefix/lib/abhed/"*/share/abhed/models/"$model"
-report=$(cd "$work" && airgap "$abhed" doctor --json)
+report=$(cd "$work/empty" && airgap "$abhed" doctor --json)
 python3 -c '
 import json, sys
 c = json.loads(sys.argv[1])["checks"]
@@ -164,7 +167,7 @@ assert not c["model"]["ok"], c["model"]' "$report" "share/abhed/models/$model" 2
 out=$(cd "$proj" && airgap "$abhed" run "hello" 2>&1)
 grep -q "was not found. Looked in:" <<<"$out" && grep -q "run install.sh from the bundle folder again" <<<"$out" && ok "an installed model deleted: run says where it looked" || fail "run without the model" "$out"
 out=$(airgap sh "$bundle/install.sh" --prefix "$prefix" 2>&1)
-(cd "$work" && airgap "$abhed" doctor >/dev/null) && ok "install.sh again repairs the install" || fail "install.sh again repairs the install" "$out"
+(cd "$work/empty" && airgap "$abhed" doctor >/dev/null) && ok "install.sh again repairs the install" || fail "install.sh again repairs the install" "$out"
 
 echo "== rebuilding from the bundle's sources, offline"
 cp -a "$bundle/src" "$work/src"

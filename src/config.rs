@@ -1,15 +1,23 @@
 //! Configuration: built-in defaults, then the user config (`$XDG_CONFIG_HOME/abhed/config.toml`
 //! or `$ABHED_CONFIG`), then the workspace's `abhed.toml`. Flags win over all of them.
 //!
-//! Settings that widen what tools may touch (`workspace.extra_roots`) are honoured only from
-//! the user config: a repository must not be able to grant itself access outside itself.
+//! The workspace's `abhed.toml` belongs to a repository the operator may not trust, so it may
+//! only narrow: every key is classified (`config/narrow.rs`) as a limit a repository may lower, a
+//! reserve it may raise, a switch it may turn off, a mode it may take bits from, a list it may
+//! add to, or a key only the user config sets (the model, the sandbox's programs, anything that
+//! widens access). A repository value that would widen is ignored and reported in
+//! [`Config::warnings`]; a repository's harmless `abhed.toml` still works.
 
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, Result, bail};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+use crate::boundary::Boundary;
+
+mod narrow;
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
     pub workspace: WorkspaceConfig,
@@ -24,6 +32,14 @@ pub struct Config {
     /// workspace may tighten the user's policy but not loosen it.
     #[serde(skip)]
     pub approval: ApprovalSources,
+    /// What the workspace's `abhed.toml` tried to set and was ignored, one sentence each, for the
+    /// operator (the CLI prints them; a run records them in its `run_start` event).
+    #[serde(skip)]
+    pub warnings: Vec<String>,
+    /// Abhed's own files on this host, which no workspace may hold and no tool may write
+    /// (filled by [`Config::load`]; empty in a config built otherwise).
+    #[serde(skip)]
+    pub boundary: Boundary,
 }
 
 /// Where the approval policy comes from.
@@ -41,17 +57,25 @@ fn take_approval(table: &mut toml::Table, path: &Path) -> Result<Option<(toml::T
     }
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct WorkspaceConfig {
     /// Directories outside the workspace that tools may also touch.
     pub extra_roots: Vec<PathBuf>,
     /// Gitignore-style patterns glob and grep skip, on top of `.gitignore` and the built-in
-    /// list (node_modules, .git, target, dist, __pycache__).
+    /// list (node_modules, .git, target, dist, __pycache__): the user config's, then the
+    /// repository's.
     pub ignore: Vec<String>,
+    /// The patterns of `ignore` that came from the workspace's `abhed.toml` (the repository),
+    /// so that messages can say whose a pattern is.
+    #[serde(skip)]
+    pub repository_ignore: Vec<String>,
+    /// Let a system directory (`/`, `/etc`, `/usr`, `/tmp` itself, a home folder, ...) be a
+    /// workspace or an extra root. User config only.
+    pub allow_system_dirs: bool,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ReadConfig {
     /// A file larger than this is read only by range (offset/limit).
@@ -66,18 +90,21 @@ impl Default for ReadConfig {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct WriteConfig {
     /// Let write (and edit creating a file) create missing parent directories.
     pub create_parent_dirs: bool,
     /// Permission bits of new files, as an octal string ("0644").
     pub file_mode: String,
+    /// Let `file_mode` carry the setuid, setgid or sticky bit. Both keys must be in the user
+    /// config: one mistyped digit must not make every file the model writes a setuid program.
+    pub allow_special_bits: bool,
 }
 
 impl Default for WriteConfig {
     fn default() -> Self {
-        WriteConfig { create_parent_dirs: false, file_mode: "0644".to_string() }
+        WriteConfig { create_parent_dirs: false, file_mode: "0644".to_string(), allow_special_bits: false }
     }
 }
 
@@ -89,7 +116,7 @@ impl WriteConfig {
 }
 
 /// The model and how to run it. Flags override each key.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ModelConfig {
     /// A GGUF file; default: the default model found beside the binary or in a checkout.
@@ -146,7 +173,7 @@ impl Default for ModelConfig {
 }
 
 /// The budgets of one run. Flags override each key.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct RunConfig {
     pub max_turns: u32,
@@ -168,7 +195,7 @@ impl Default for RunConfig {
 }
 
 /// Subagents (the `task` tool).
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct TaskConfig {
     /// Subagents that may run at once in a session (beyond `model.parallel` they wait for a
@@ -190,7 +217,7 @@ impl Default for TaskConfig {
 
 /// The conformance gate: what a model's stored report must show before `abhed run` uses it.
 /// Honoured only from the user config: a repository must not lower the bar for itself.
-#[derive(Debug, Clone, PartialEq, Deserialize, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ConformanceConfig {
     /// Refuse a model without a passing report (the `--allow-unqualified-model` flag overrides
@@ -219,7 +246,7 @@ impl Default for ConformanceConfig {
 }
 
 /// Where bash runs: the session microVM.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct SandboxConfig {
     /// `auto` (KVM when a timed boot probe succeeds, else TCG), `kvm` or `tcg`.
@@ -259,33 +286,77 @@ impl Default for SandboxConfig {
     }
 }
 
-fn parse_mode(s: &str) -> Option<u32> {
+pub(crate) fn parse_mode(s: &str) -> Option<u32> {
     u32::from_str_radix(s.trim_start_matches("0o"), 8).ok().filter(|m| *m <= 0o7777)
 }
 
-/// Where the user config lives.
+/// The setuid, setgid and sticky bits.
+const SPECIAL_BITS: u32 = 0o7000;
+
+/// The most bytes of a workspace's `abhed.toml` that are read.
+const MAX_WORKSPACE_CONFIG_BYTES: u64 = 1 << 20;
+
+/// Where the user config lives: `$ABHED_CONFIG`, else the default location.
 pub fn user_config_path() -> Option<PathBuf> {
+    named_config().or_else(default_user_config_path)
+}
+
+/// The file `$ABHED_CONFIG` names, if it is set.
+fn named_config() -> Option<PathBuf> {
+    std::env::var_os("ABHED_CONFIG").filter(|v| !v.is_empty()).map(PathBuf::from)
+}
+
+/// The default location: `$XDG_CONFIG_HOME/abhed/config.toml`, else `~/.config/abhed/config.toml`.
+pub fn default_user_config_path() -> Option<PathBuf> {
     let env = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty()).map(PathBuf::from);
-    env("ABHED_CONFIG")
-        .or_else(|| env("XDG_CONFIG_HOME").map(|d| d.join("abhed/config.toml")))
+    env("XDG_CONFIG_HOME")
+        .map(|d| d.join("abhed/config.toml"))
         .or_else(|| env("HOME").map(|d| d.join(".config/abhed/config.toml")))
 }
 
+/// The user config's path, for messages that send the operator there.
+pub fn user_config_display() -> String {
+    user_config_path().map(|p| p.display().to_string()).unwrap_or_else(|| "~/.config/abhed/config.toml".into())
+}
+
 impl Config {
-    /// Load the user config and the workspace's `abhed.toml`, the latter overriding key by key.
+    /// Load the user config and the workspace's `abhed.toml`, the latter narrowing key by key,
+    /// and compute the host's protected set ([`Config::boundary`]).
+    ///
+    /// A config the operator named (`$ABHED_CONFIG`) must be readable: a typo must not run with
+    /// the defaults. The default location may be absent. (`ABHED_CONFIG=/dev/null`: no user
+    /// config at all.)
     pub fn load(workspace: &Path) -> Result<Config> {
-        let user = match user_config_path() {
-            Some(p) if p.exists() => Some((read_table(&p)?, p)),
+        let named = named_config();
+        let user_path = named.clone().or_else(default_user_config_path);
+        let user = match &user_path {
+            Some(p) if named.is_some() => {
+                let text = std::fs::read_to_string(p).map_err(|e| {
+                    anyhow::anyhow!(
+                        "ABHED_CONFIG names {}, which cannot be read ({e}). Fix the path, or unset ABHED_CONFIG to use {}; ABHED_CONFIG=/dev/null runs with no user config",
+                        p.display(),
+                        default_user_config_path()
+                            .map(|d| d.display().to_string())
+                            .unwrap_or_else(|| "~/.config/abhed/config.toml".into())
+                    )
+                })?;
+                Some((parse_table(&text, p)?, p.clone()))
+            }
+            // Anything there (a dangling link too) is the operator's config, and must read.
+            Some(p) if std::fs::symlink_metadata(p).is_ok() => {
+                let text = std::fs::read_to_string(p).with_context(|| format!("cannot read config {}", p.display()))?;
+                Some((parse_table(&text, p)?, p.clone()))
+            }
             _ => None,
         };
         let ws_path = workspace.join("abhed.toml");
-        let ws = if ws_path.exists() { Some(read_table(&ws_path)?) } else { None };
-        Self::layered(user, ws, &ws_path)
+        let ws = if std::fs::symlink_metadata(&ws_path).is_ok() { Some(read_workspace_table(&ws_path)?) } else { None };
+        let mut cfg = Self::layered(user, ws, &ws_path)?;
+        cfg.boundary = Boundary::of_host(&cfg, user_path.as_deref());
+        Ok(cfg)
     }
 
     fn layered(user: Option<(toml::Table, PathBuf)>, ws: Option<toml::Table>, ws_path: &Path) -> Result<Config> {
-        let mut merged = toml::Table::new();
-        let mut origin = ws_path.to_path_buf();
         let mut approval = ApprovalSources::default();
         let user = match user {
             Some((mut t, p)) => {
@@ -301,49 +372,38 @@ impl Config {
             }
             None => None,
         };
-        if let Some((user, path)) = user {
-            from_table(user.clone(), &path)?;
-            merged = user;
-            origin = path;
-        }
+        let (mut merged, user_cfg, mut origin) = match user {
+            Some((t, p)) => {
+                let cfg = from_table(t.clone(), &p)?;
+                if parse_mode(&cfg.write.file_mode).is_some_and(|m| m & SPECIAL_BITS != 0)
+                    && !cfg.write.allow_special_bits
+                {
+                    bail!(
+                        "invalid config {}: write.file_mode {:?} sets the setuid, setgid or sticky bit, so every file write or edit creates would carry it. If that is meant, add write.allow_special_bits = true beside it; otherwise use a mode like \"0644\"",
+                        p.display(),
+                        cfg.write.file_mode
+                    );
+                }
+                (t, cfg, p)
+            }
+            None => (toml::Table::new(), Config::default(), ws_path.to_path_buf()),
+        };
+        let mut warnings = Vec::new();
+        let mut repository_ignore = Vec::new();
         if let Some(ws) = ws {
-            // Keys that widen access or send data somewhere: a repository must not set them
-            // for itself (an endpoint would carry its files off the machine).
-            let guarded = [
-                ("workspace", "extra_roots"),
-                ("model", "endpoint"),
-                ("model", "api_key_env"),
-                ("model", "path"),
-                // The programs and files the sandbox is built from, and what of the host it sees.
-                ("sandbox", "qemu"),
-                ("sandbox", "image_dir"),
-                ("sandbox", "share_host_usr"),
-                ("sandbox", "host_readonly"),
-            ];
-            if ws.contains_key("conformance") {
-                bail!(
-                    "{}: `[conformance]` (the model gate) is only honoured in the user config ({}), so that a repository cannot lower the bar for the model that works on it; move it there",
-                    ws_path.display(),
-                    user_config_path()
-                        .map(|p| p.display().to_string())
-                        .unwrap_or_else(|| "~/.config/abhed/config.toml".into())
-                );
-            }
-            if let Some((table, key)) = guarded.iter().find(|(t, k)| ws.get(*t).and_then(|v| v.get(*k)).is_some()) {
-                bail!(
-                    "{}: `{table}.{key}` is only honoured in the user config ({}) or on the command line, so that a repository cannot widen its own access or choose where its files are sent; move it there",
-                    ws_path.display(),
-                    user_config_path()
-                        .map(|p| p.display().to_string())
-                        .unwrap_or_else(|| "~/.config/abhed/config.toml".into())
-                );
-            }
+            // A broken file is an error whoever wrote it; a widening one is only ignored.
             from_table(ws.clone(), ws_path)?;
-            overlay(&mut merged, ws);
+            let user_values = serde_json::to_value(&user_cfg).context("cannot compare the config's layers")?;
+            let narrowed = narrow::narrow(&user_values, ws, ws_path);
+            warnings = narrowed.warnings;
+            repository_ignore = narrowed.ignore;
+            overlay(&mut merged, narrowed.accepted);
             origin = ws_path.to_path_buf();
         }
         let mut cfg = from_table(merged, &origin)?;
         cfg.approval = approval;
+        cfg.warnings = warnings;
+        cfg.workspace.repository_ignore = repository_ignore;
         Ok(cfg)
     }
 }
@@ -362,9 +422,34 @@ fn overlay(base: &mut toml::Table, top: toml::Table) {
     }
 }
 
-fn read_table(path: &Path) -> Result<toml::Table> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read config {}", path.display()))?;
+fn parse_table(text: &str, path: &Path) -> Result<toml::Table> {
     text.parse::<toml::Table>().with_context(|| format!("invalid config {}", path.display()))
+}
+
+/// A repository's `abhed.toml`: a regular file of bounded size (a FIFO or `/dev/zero` under
+/// that name must not hang or fill the host).
+fn read_workspace_table(path: &Path) -> Result<toml::Table> {
+    use std::io::Read as _;
+    let meta = std::fs::metadata(path).with_context(|| format!("cannot read config {}", path.display()))?;
+    if !meta.is_file() {
+        bail!(
+            "{} is not a regular file; abhed reads a workspace's abhed.toml only as one. Remove it or replace it with a file",
+            path.display()
+        );
+    }
+    let file = std::fs::File::open(path).with_context(|| format!("cannot read config {}", path.display()))?;
+    let opened = file.metadata().with_context(|| format!("cannot read config {}", path.display()))?;
+    if !opened.is_file() || opened.len() > MAX_WORKSPACE_CONFIG_BYTES {
+        bail!(
+            "{} is not a regular file of at most {MAX_WORKSPACE_CONFIG_BYTES} bytes; abhed reads a workspace's abhed.toml only as one",
+            path.display()
+        );
+    }
+    let mut text = String::new();
+    file.take(MAX_WORKSPACE_CONFIG_BYTES)
+        .read_to_string(&mut text)
+        .with_context(|| format!("cannot read config {}", path.display()))?;
+    parse_table(&text, path)
 }
 
 fn from_table(table: toml::Table, path: &Path) -> Result<Config> {
@@ -421,6 +506,16 @@ fn from_table(table: toml::Table, path: &Path) -> Result<Config> {
 mod tests {
     use super::*;
 
+    fn table(text: &str) -> toml::Table {
+        text.parse().unwrap()
+    }
+
+    /// The config of `user` (if any) narrowed by the repository's `ws`.
+    fn layers(user: Option<&str>, ws: &str) -> Config {
+        Config::layered(user.map(|u| (table(u), PathBuf::from("/u.toml"))), Some(table(ws)), Path::new("/w/abhed.toml"))
+            .unwrap()
+    }
+
     #[test]
     fn the_disk_quota_defaults_to_2_gib_and_must_be_positive() {
         assert_eq!(Config::default().sandbox.disk_quota_mib, 2048);
@@ -433,41 +528,147 @@ mod tests {
     }
 
     #[test]
-    fn workspace_cannot_widen_roots() {
-        let ws: toml::Table = "[workspace]\nextra_roots = [\"/\"]".parse().unwrap();
-        assert!(Config::layered(None, Some(ws), Path::new("/w/abhed.toml")).is_err());
+    fn a_repository_cannot_widen_roots_or_choose_an_endpoint() {
+        let cfg = layers(None, "[workspace]\nextra_roots = [\"/\"]\n[model]\nendpoint = \"http://10.0.0.9:8080\"");
+        assert!(cfg.workspace.extra_roots.is_empty());
+        assert_eq!(cfg.model.endpoint, None);
+        assert_eq!(cfg.warnings.len(), 2, "{:?}", cfg.warnings);
+        // Tables come in name order: [model] before [workspace].
+        assert!(cfg.warnings[1].starts_with("ignored `workspace.extra_roots = [\"/\"]` in /w/abhed.toml: only the user config sets it (a repository cannot widen its own access); the value [] stays."), "{}", cfg.warnings[1]);
+        assert!(cfg.warnings[0].contains("`model.endpoint = \"http://10.0.0.9:8080\"`"), "{}", cfg.warnings[0]);
+        assert!(cfg.warnings[0].contains("carry the workspace's files off the machine"), "{}", cfg.warnings[0]);
+        // A smaller context narrows; it is taken silently.
+        let cfg = layers(None, "[model]\nn_ctx = 4096");
+        assert_eq!((cfg.model.n_ctx, cfg.warnings.len()), (Some(4096), 0));
+        let cfg = layers(None, "[model]\nn_ctx = 65536");
+        assert_eq!((cfg.model.n_ctx, cfg.warnings.len()), (None, 1));
     }
 
     #[test]
-    fn workspace_cannot_choose_an_endpoint() {
-        let ws: toml::Table = "[model]\nendpoint = \"http://10.0.0.9:8080\"".parse().unwrap();
-        let e = Config::layered(None, Some(ws), Path::new("/w/abhed.toml")).unwrap_err().to_string();
-        assert!(e.contains("`model.endpoint` is only honoured in the user config"), "{e}");
-        let ws: toml::Table = "[model]\nn_ctx = 4096".parse().unwrap();
-        assert_eq!(Config::layered(None, Some(ws), Path::new("/w/abhed.toml")).unwrap().model.n_ctx, Some(4096));
-    }
-
-    #[test]
-    fn workspace_cannot_lower_the_gate() {
-        let ws: toml::Table = "[conformance]\nmin_pass_rate = 0.0".parse().unwrap();
-        let e = Config::layered(None, Some(ws), Path::new("/w/abhed.toml")).unwrap_err().to_string();
-        assert!(e.contains("`[conformance]` (the model gate) is only honoured in the user config"), "{e}");
-        let user: toml::Table = "[conformance]\nmin_pass_rate = 0.5".parse().unwrap();
-        let cfg = Config::layered(Some((user, PathBuf::from("/u.toml"))), None, Path::new("/w/abhed.toml")).unwrap();
-        assert_eq!(cfg.conformance.min_pass_rate, 0.5);
-        let user: toml::Table = "[conformance]\nmin_pass_rate = 80".parse().unwrap();
+    fn a_repository_cannot_lower_the_gate() {
+        let cfg =
+            layers(Some("[conformance]\nmin_pass_rate = 0.5"), "[conformance]\nmin_pass_rate = 0.0\nrequire = false");
+        assert_eq!((cfg.conformance.min_pass_rate, cfg.conformance.require), (0.5, true));
+        assert!(cfg.warnings.iter().all(|w| w.contains("cannot lower the bar")), "{:?}", cfg.warnings);
+        let user = table("[conformance]\nmin_pass_rate = 80");
         assert!(Config::layered(Some((user, PathBuf::from("/u.toml"))), None, Path::new("/w/abhed.toml")).is_err());
     }
 
+    /// Issue 15 item 5: each key the attack set is refused, and the user's value stays.
     #[test]
-    fn workspace_overrides_key_by_key() {
-        let user: toml::Table = "[write]\nfile_mode = \"0600\"\n[workspace]\nignore = [\"*.log\"]".parse().unwrap();
-        let ws: toml::Table = "[write]\ncreate_parent_dirs = true\n[workspace]\nignore = [\"*.tmp\"]".parse().unwrap();
+    fn the_widening_keys_of_the_attack_are_ignored_and_reported() {
+        let cfg = layers(
+            None,
+            "[read]\nmax_output_chars = 100000000\n[write]\ncreate_parent_dirs = true\nfile_mode = \"0777\"\n[sandbox]\nmemory_mib = 16000\ncpus = 2\n[run]\nmax_wall_s = 0",
+        );
+        let d = Config::default();
+        assert_eq!(cfg.read.max_output_chars, d.read.max_output_chars);
+        assert!(!cfg.write.create_parent_dirs);
+        assert_eq!(cfg.write.mode(), 0o644);
+        assert_eq!((cfg.sandbox.memory_mib, cfg.sandbox.cpus), (1024, 1));
+        assert_eq!(cfg.run.max_wall_s, 1800);
+        let keys: Vec<&str> = cfg.warnings.iter().map(|w| w.split(" = ").next().unwrap()).collect();
+        assert_eq!(
+            keys,
+            [
+                "ignored `read.max_output_chars",
+                "ignored `run.max_wall_s",
+                "ignored `sandbox.cpus",
+                "ignored `sandbox.memory_mib",
+                "ignored `write.create_parent_dirs",
+                "ignored `write.file_mode",
+            ]
+        );
+        assert!(cfg.warnings[1].contains("may only tighten this budget (0 means no limit); the value 1800 stays"));
+        assert!(cfg.warnings[0].contains("Set it in the user config ("), "{}", cfg.warnings[0]);
+        // Setuid, setgid and sticky bits never come from a repository, even with the user's leave.
         let cfg =
-            Config::layered(Some((user, PathBuf::from("/u.toml"))), Some(ws), Path::new("/w/abhed.toml")).unwrap();
-        assert_eq!(cfg.write.mode(), 0o600);
-        assert!(cfg.write.create_parent_dirs);
+            layers(Some("[write]\nfile_mode = \"4755\"\nallow_special_bits = true"), "[write]\nfile_mode = \"6755\"");
+        assert_eq!(cfg.write.mode(), 0o4755);
+        assert!(cfg.warnings[0].contains("never set the setuid, setgid or sticky bit"), "{:?}", cfg.warnings);
+        let cfg =
+            layers(Some("[write]\nfile_mode = \"4755\"\nallow_special_bits = true"), "[write]\nfile_mode = \"2755\"");
+        assert_eq!((cfg.write.mode(), cfg.warnings.len()), (0o4755, 1));
+    }
+
+    #[test]
+    fn a_repository_may_narrow() {
+        let cfg = layers(
+            Some("[write]\ncreate_parent_dirs = true\nfile_mode = \"0664\"\n[run]\nmax_wall_s = 0"),
+            "[read]\nmax_output_chars = 5000\n[write]\ncreate_parent_dirs = false\nfile_mode = \"0640\"\n[sandbox]\nmemory_mib = 512\nshare_host_usr = false\n[run]\nmax_wall_s = 60\nworking_budget = 4096\nrepeat_limit = 2\n[task]\nnested = false\nmax_turns = 5\n[model]\nmax_reply_tokens = 256\nprompt_cache = false",
+        );
+        assert!(cfg.warnings.is_empty(), "{:?}", cfg.warnings);
+        assert_eq!(cfg.read.max_output_chars, 5000);
+        assert!(!cfg.write.create_parent_dirs);
+        assert_eq!(cfg.write.mode(), 0o640);
+        assert_eq!((cfg.sandbox.memory_mib, cfg.sandbox.share_host_usr), (512, false));
+        assert_eq!((cfg.run.max_wall_s, cfg.run.working_budget, cfg.run.repeat_limit), (60, 4096, 2));
+        assert_eq!((cfg.task.max_turns, cfg.model.max_reply_tokens, cfg.model.prompt_cache), (5, 256, false));
+        // Widening the other way round: a lower reserve, no repeat guard, nested subagents.
+        let cfg = layers(
+            None,
+            "[run]\nworking_budget = 10\nrepeat_limit = 0\n[task]\nnested = true\n[sandbox]\naccel = \"tcg\"",
+        );
+        assert_eq!((cfg.run.working_budget, cfg.run.repeat_limit, cfg.task.nested), (2048, 3, false));
+        assert_eq!((cfg.sandbox.accel.as_str(), cfg.warnings.len()), ("auto", 4));
+        // The same value as the user's changes nothing and is not reported.
+        let cfg = layers(Some("[sandbox]\naccel = \"tcg\""), "[sandbox]\naccel = \"tcg\"");
+        assert!(cfg.warnings.is_empty(), "{:?}", cfg.warnings);
+    }
+
+    #[test]
+    fn ignore_patterns_say_whose_they_are() {
+        let cfg = layers(Some("[workspace]\nignore = [\"*.log\"]"), "[workspace]\nignore = [\"*.tmp\"]");
         assert_eq!(cfg.workspace.ignore, vec!["*.log", "*.tmp"]);
+        assert_eq!(cfg.workspace.repository_ignore, vec!["*.tmp"]);
+    }
+
+    #[test]
+    fn special_bits_need_the_users_explicit_leave() {
+        let user =
+            |t: &str| Config::layered(Some((table(t), PathBuf::from("/u.toml"))), None, Path::new("/w/abhed.toml"));
+        let e = user("[write]\nfile_mode = \"4755\"").unwrap_err().to_string();
+        assert!(e.contains("sets the setuid, setgid or sticky bit") && e.contains("allow_special_bits = true"), "{e}");
+        assert_eq!(user("[write]\nfile_mode = \"4755\"\nallow_special_bits = true").unwrap().write.mode(), 0o4755);
+        // From a repository, the leave itself is refused.
+        let cfg = layers(None, "[write]\nallow_special_bits = true\nfile_mode = \"4644\"");
+        assert_eq!((cfg.write.allow_special_bits, cfg.write.mode(), cfg.warnings.len()), (false, 0o644, 2));
+    }
+
+    /// Every key of every table has a rule (a new key must be classified, not default to
+    /// whatever a repository says). `[approval]` is layered by the policy.
+    #[test]
+    fn every_key_is_classified() {
+        let all = serde_json::to_value(Config::default()).unwrap();
+        let mut seen = 0;
+        for (table, keys) in all.as_object().unwrap() {
+            for key in keys.as_object().unwrap().keys() {
+                assert!(
+                    narrow::RULES.iter().any(|(t, k, _)| t == table && k == key),
+                    "{table}.{key} has no rule in config/narrow.rs"
+                );
+                seen += 1;
+            }
+        }
+        assert_eq!(seen, narrow::RULES.len(), "a rule names a key that does not exist");
+    }
+
+    #[test]
+    fn a_repository_config_must_be_a_small_regular_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("abhed.toml");
+        std::os::unix::fs::symlink("/dev/zero", &p).unwrap();
+        let e = read_workspace_table(&p).unwrap_err().to_string();
+        assert!(e.contains("is not a regular file"), "{e}");
+        std::fs::remove_file(&p).unwrap();
+        // A FIFO is refused before it is opened (opening one would wait for a writer).
+        assert!(std::process::Command::new("mkfifo").arg(&p).status().unwrap().success());
+        assert!(read_workspace_table(&p).unwrap_err().to_string().contains("is not a regular file"));
+        std::fs::remove_file(&p).unwrap();
+        std::fs::write(&p, "#".repeat(2 << 20)).unwrap();
+        assert!(read_workspace_table(&p).is_err());
+        std::fs::write(&p, "[read]\nmax_output_chars = 10\n").unwrap();
+        assert!(read_workspace_table(&p).is_ok());
     }
 
     #[test]

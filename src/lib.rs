@@ -9,6 +9,7 @@
 
 pub mod agent;
 pub mod approval;
+pub mod boundary;
 pub mod config;
 pub mod conformance;
 pub mod cpu;

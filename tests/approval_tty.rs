@@ -138,3 +138,23 @@ fn in_plan_mode_the_operator_accepts_the_plan_on_the_terminal_and_the_work_goes_
     assert_eq!(code, 0, "{screen}");
     assert_eq!(std::fs::read_to_string(&target).unwrap(), "done\n");
 }
+
+#[test]
+fn a_git_hook_is_put_to_the_operator_with_the_reason() {
+    let env = Env::new();
+    let config = env.home.join("user.toml");
+    std::fs::write(&config, "").unwrap();
+    std::fs::create_dir_all(env.ws.join(".git/hooks")).unwrap();
+    let hook = env.ws.join(".git/hooks/pre-commit");
+    let args = serde_json::json!({"path": hook, "content": "#!/bin/sh\nexit 0\n"}).to_string();
+    let (code, screen) = on_tty_argv(&env, &config, &["tool", "write", &args], "d\n");
+    assert!(screen.contains(&format!("── approval needed ── write: write {}", hook.display())), "{screen}");
+    assert!(screen.contains("puts code where the host runs it (git runs hooks on the host"), "{screen}");
+    assert!(screen.contains("[o]nce, [d]eny"), "{screen}");
+    assert_eq!(code, 5, "{screen}");
+    assert!(!hook.exists());
+    // The operator allows it once: written.
+    let (code, screen) = on_tty_argv(&env, &config, &["tool", "write", &args], "o\n");
+    assert_eq!(code, 0, "{screen}");
+    assert_eq!(std::fs::read_to_string(&hook).unwrap(), "#!/bin/sh\nexit 0\n");
+}

@@ -158,9 +158,9 @@ fn an_internal_fault_is_exit_3_not_a_tool_error() {
     let env = Env::new();
     // The store's directory is a file: the store cannot open. That is our fault to report,
     // not an observation for the model.
-    std::fs::create_dir_all(env.home.parent().unwrap()).unwrap();
+    std::fs::remove_dir_all(&env.home).unwrap();
     std::fs::write(&env.home, "not a directory").unwrap();
-    let out = env.cmd(&["tool", "read", r#"{"path": "/x"}"#]);
+    let out = env.command(&["tool", "read", r#"{"path": "/x"}"#]).env("ABHED_CONFIG", "/dev/null").output().unwrap();
     assert_eq!(out.status.code(), Some(3));
     assert!(String::from_utf8_lossy(&out.stderr).contains("internal error"));
 }

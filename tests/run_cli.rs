@@ -275,9 +275,14 @@ fn a_repository_cannot_send_its_files_to_an_endpoint() {
     let env = setup();
     std::fs::write(env.ws.join("abhed.toml"), "[model]\nendpoint = \"http://127.0.0.1:9\"\n").unwrap();
     let s = script(&env, &[DONE.into()]);
-    let out = env.cmd(&["run", "t", "--script", &s]);
-    assert_eq!(out.status.code(), Some(2));
-    assert!(stderr(&out).contains("`model.endpoint` is only honoured in the user config"), "{}", stderr(&out));
+    let out = env.cmd(&["run", "t", "--script", &s, "--json"]);
+    // Ignored, said on stderr and in the run's first event; the run goes on without it.
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let warning = "ignored `model.endpoint = \"http://127.0.0.1:9\"`";
+    assert!(stderr(&out).contains(warning), "{}", stderr(&out));
+    let events = json_lines(&out.stdout);
+    let start = events.iter().find(|e| e["type"] == "run_start").unwrap();
+    assert!(start["config_warnings"][0].as_str().unwrap().contains(warning), "{start}");
 }
 
 #[test]

@@ -34,7 +34,7 @@ if [ -z "${TREE:-}" ]; then
 fi
 echo "tree: $TREE ($(du -sh "$TREE" | cut -f1), $(find "$TREE" -type f | wc -l) files)"
 
-export ABHED_HOME=$bench/home ABHED_CONFIG=$bench/no-config.toml
+export ABHED_HOME=$bench/home ABHED_CONFIG=/dev/null
 tool() { "$abhed" tool "$1" "$2" --workspace "$TREE" 2>/dev/null; }
 
 # rg reads .gitignore only inside a git repository; abhed reads it everywhere (a workspace is

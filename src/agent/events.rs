@@ -113,6 +113,10 @@ pub enum Event {
         budgets: Budgets,
         preflight: Preflight,
         prompt_sha256: String,
+        /// Settings the workspace's `abhed.toml` (a repository) tried and that were ignored
+        /// because they would widen what the run may do; absent when there are none.
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        config_warnings: Vec<String>,
     },
     Task {
         seq: i64,

@@ -198,8 +198,14 @@ impl<'a, 'm> Agent<'a, 'm> {
         if let Some(link) = &self.setup.subagent {
             payload["parent"] = subagent::parent_record(link);
         }
+        // Said once per top-level run; a subagent works under the same config.
+        let config_warnings =
+            if self.setup.subagent.is_none() { self.setup.tools.config.warnings.clone() } else { Vec::new() };
+        if !config_warnings.is_empty() {
+            payload["config_warnings"] = json!(config_warnings);
+        }
         let seq = self.record(EventKind::RunStart, payload)?;
-        self.emit(Event::RunStart { seq, model: info, budgets, preflight, prompt_sha256 });
+        self.emit(Event::RunStart { seq, model: info, budgets, preflight, prompt_sha256, config_warnings });
         if let Some(text) = task {
             let seq = self.record(EventKind::Task, json!({ "text": text }))?;
             self.emit(Event::Task { seq, text });

@@ -133,8 +133,36 @@ pub fn command(ctx: &ToolContext<'_>, description: &str, command: &str) -> Resul
 }
 
 /// Check a write or edit of a path, as the model named it (`shown`) and with its symlinks
-/// resolved (`real`): a rule on either applies, so a link cannot lead around a rule.
+/// resolved (`real`): a rule on either applies, so a link cannot lead around a rule. Abhed's own
+/// files (the config's [`crate::boundary::Boundary`]) are refused first, whatever the policy,
+/// the roots and the operator say.
 pub fn path(ctx: &ToolContext<'_>, tool: &str, shown: &Path, real: &Path) -> Result<(), ToolFailure> {
+    if let Some(item) = [shown, real].into_iter().find_map(|p| ctx.config.boundary.guarding(p)) {
+        let subject = shown.display().to_string();
+        let message = format!(
+            "writing `{subject}` is refused: it is {} ({}), and {}. No tool may write it, whatever the approval policy and the workspace roots say. Leave it alone; if it must change, tell the operator.",
+            item.what,
+            item.path.display(),
+            item.why
+        );
+        let verdict = Verdict {
+            decision: Decision::Deny,
+            reasons: vec![Reason {
+                command: subject.clone(),
+                kind: ReasonKind::Protected(item.path.display().to_string()),
+                decision: Decision::Deny,
+                message: message.clone(),
+            }],
+            commands: vec![subject.clone()],
+            interactive: None,
+        };
+        record(ctx, tool, &subject, &verdict, "denied", "boundary", None)?;
+        return Err(ToolError::new(
+            ErrorCode::ApprovalDenied,
+            format!("the {tool} call was not run ({subject}). {message}"),
+        )
+        .into());
+    }
     let mut verdict = ctx.approvals.check_path(shown);
     if real != shown {
         let other = ctx.approvals.check_path(real);

@@ -27,7 +27,7 @@ use std::path::Path;
 
 use serde::Serialize;
 
-pub use policy::{Mode, PathRulesConfig, PolicyConfig, PolicyError};
+pub use policy::{HOST_CODE, HostCode, Mode, PathRulesConfig, PolicyConfig, PolicyError};
 
 use analyze::{Finding, Unit};
 use policy::{Rules, first_match, normalize_path};
@@ -63,6 +63,11 @@ pub enum ReasonKind {
     Default,
     /// The operator allowed this exact command line for the session.
     Remembered,
+    /// A file the host runs (a git hook, `.envrc`, ...): this built-in pattern matched.
+    HostCode(String),
+    /// One of Abhed's own files (its config, data folder, binary, QEMU, VM image, model): this
+    /// protected path. No policy or answer lets a tool write it.
+    Protected(String),
 }
 
 /// Why one command got its decision.
@@ -106,7 +111,7 @@ impl Verdict {
 const NO_OPERATOR: &str = "so it needs an operator's confirmation, and no operator can confirm in this run.";
 
 /// The approval policy. Cheap to clone; holds no parser (a parser is created per check).
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct Policy {
     rules: Rules,
     remembered: HashSet<String>,
@@ -155,13 +160,17 @@ impl Policy {
     }
 
     /// Checks a write to `path` (meant to be absolute; `.` and `..` are resolved lexically, links are not).
-    /// Paths matching no rule are allowed in both modes: the mode is about commands.
+    /// Paths matching no rule are allowed in both modes: the mode is about commands. A file the
+    /// host runs ([`HOST_CODE`]) asks (or is denied, per `paths.host_code`) unless an allow rule
+    /// names it or the user config set `host_code = "allow"`.
     pub fn check_path(&self, path: &Path) -> Verdict {
         let p = normalize_path(path);
         let reason = if let Some(r) = self.rules.path_deny.iter().find(|r| r.matches(&p)) {
             path_deny(&p, &p, &r.pattern)
         } else if let Some(r) = self.rules.path_ask.iter().find(|r| r.matches(&p)) {
             path_ask(&p, &p, &r.pattern)
+        } else if let Some(r) = self.host_code(&p, &p) {
+            r
         } else if let Some(r) = self.rules.path_allow.iter().find(|r| r.matches(&p)) {
             let message = format!("writing `{p}` is allowed by the rule `{}`.", r.pattern);
             Reason {
@@ -186,6 +195,10 @@ impl Policy {
                 out.push(path_deny(&unit.text, &p, &r.pattern));
             } else if let Some(r) = self.rules.path_ask.iter().find(|r| r.matches(&p)).filter(|_| !remembered) {
                 out.push(path_ask(&unit.text, &p, &r.pattern));
+            } else if let Some(r) =
+                self.host_code(&unit.text, &p).filter(|r| r.decision == Decision::Deny || !remembered)
+            {
+                out.push(r);
             }
         }
         out.extend(self.decide(unit, remembered));
@@ -262,6 +275,34 @@ impl Policy {
                 );
                 reason(ReasonKind::ModeAsk, Decision::Ask, message)
             }
+        }
+    }
+}
+
+impl Policy {
+    /// The reason a write of `path` (normalized) is held back as code the host runs, if it is.
+    fn host_code(&self, subject: &str, path: &str) -> Option<Reason> {
+        let (rule, why) = self.rules.host_code_match(path)?;
+        let kind = ReasonKind::HostCode(rule.pattern.clone());
+        match self.rules.host_code {
+            HostCode::Allow => None,
+            HostCode::Deny => Some(Reason {
+                command: subject.to_string(),
+                kind,
+                decision: Decision::Deny,
+                message: format!(
+                    "writing `{path}` puts code where the host runs it ({why}), and the approval policy refuses such files (paths.host_code = \"deny\"). Do not write it another way; tell the operator what it should hold."
+                ),
+            }),
+            HostCode::Ask if self.rules.path_allow.iter().any(|r| r.matches(path)) => None,
+            HostCode::Ask => Some(Reason {
+                command: subject.to_string(),
+                kind,
+                decision: Decision::Ask,
+                message: format!(
+                    "writing `{path}` puts code where the host runs it ({why}), outside the VM, {NO_OPERATOR} Leave the file alone, or finish and tell the operator what it should hold."
+                ),
+            }),
         }
     }
 }

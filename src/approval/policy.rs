@@ -16,6 +16,16 @@ pub enum Mode {
     Ask,
 }
 
+impl HostCode {
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            HostCode::Allow => "allow",
+            HostCode::Ask => "ask",
+            HostCode::Deny => "deny",
+        }
+    }
+}
+
 impl Mode {
     fn name(self) -> &'static str {
         match self {
@@ -63,7 +73,47 @@ pub struct PathRulesConfig {
     pub ask: Vec<String>,
     #[serde(default)]
     pub deny: Vec<String>,
+    /// Files the host itself runs ([`HOST_CODE`]: git hooks and config, `.envrc`, editor tasks).
+    /// `None` when the file does not say; the effective default is [`HostCode::Ask`].
+    #[serde(default)]
+    pub host_code: Option<HostCode>,
 }
+
+/// What happens to a write of a file the host runs. Ordered from least to most restrictive.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HostCode {
+    /// Written like any other file (user config only).
+    Allow,
+    /// Needs an operator's confirmation, unless a (user) `paths.allow` rule names the path.
+    #[default]
+    Ask,
+    /// Refused.
+    Deny,
+}
+
+/// Files and folders that programs on the host run or obey, with what runs them. Written from
+/// the VM's side of the boundary (by the model, or by a repository's instructions), they are
+/// code the host runs later, outside the VM: a git hook runs at the operator's next commit.
+pub const HOST_CODE: &[(&str, &str)] = &[
+    ("**/.git", "git follows a `.git` file to its repository, whose hooks and config run on the host"),
+    (
+        "**/.git/**",
+        "git runs hooks on the host, and its config can name programs too (core.hooksPath, core.fsmonitor, core.sshCommand, aliases)",
+    ),
+    ("**/.husky/**", "git runs hooks from .husky/ on the host once core.hooksPath points there, as husky sets it"),
+    ("**/.pre-commit-config.yaml", "pre-commit runs the commands it lists on the host at every commit"),
+    ("**/.envrc", "direnv runs .envrc in the host's shell when someone enters the folder"),
+    ("**/.vscode/**", "VS Code runs its tasks and applies its settings (terminal, interpreter paths) on the host"),
+    ("**/*.code-workspace", "VS Code runs the tasks and applies the settings of a workspace file on the host"),
+    ("**/.idea/**", "JetBrains IDEs run the run configurations and tasks it holds on the host"),
+    ("**/.devcontainer/**", "a dev container's initializeCommand runs on the host"),
+    ("**/.devcontainer.json", "a dev container's initializeCommand runs on the host"),
+    ("**/.exrc", "vim and neovim run it on the host when 'exrc' is set"),
+    ("**/.nvimrc", "vim and neovim run it on the host when 'exrc' is set"),
+    ("**/.nvim.lua", "neovim runs it on the host when 'exrc' is set"),
+    ("**/.dir-locals.el", "Emacs evaluates its eval: forms on the host"),
+];
 
 /// A policy that cannot be used.
 #[derive(Debug, thiserror::Error)]
@@ -106,6 +156,17 @@ pub(crate) fn layer(user: Option<PolicyConfig>, workspace: Option<PolicyConfig>)
             warnings.push(format!("ignored the workspace approval policy's `mode = \"auto\"`: {MOVE}"));
         }
         _ => {}
+    }
+    if let Some(theirs) = ws.paths.host_code {
+        let ours = merged.paths.host_code.unwrap_or_default();
+        if theirs >= ours {
+            merged.paths.host_code = Some(theirs);
+        } else {
+            warnings.push(format!(
+                "ignored the workspace approval policy's `paths.host_code = \"{}\"`: a workspace policy may only make it stricter; set it in your user configuration to use it",
+                theirs.name()
+            ));
+        }
     }
     merged.ask.extend(ws.ask);
     merged.deny.extend(ws.deny);
@@ -183,8 +244,8 @@ impl PathRule {
     }
 }
 
-/// Compiled rules.
-#[derive(Debug, Clone, Default)]
+/// Compiled rules (no `Default`: the host-code rules are always compiled in).
+#[derive(Debug, Clone)]
 pub(crate) struct Rules {
     pub mode: Mode,
     pub allow: Vec<CommandRule>,
@@ -193,6 +254,9 @@ pub(crate) struct Rules {
     pub path_allow: Vec<PathRule>,
     pub path_ask: Vec<PathRule>,
     pub path_deny: Vec<PathRule>,
+    pub host_code: HostCode,
+    /// [`HOST_CODE`] compiled, each with what runs it.
+    host_code_rules: Vec<(PathRule, &'static str)>,
 }
 
 impl Rules {
@@ -211,7 +275,17 @@ impl Rules {
             path_allow: paths("paths allow", &config.paths.allow)?,
             path_ask: paths("paths ask", &config.paths.ask)?,
             path_deny: paths("paths deny", &config.paths.deny)?,
+            host_code: config.paths.host_code.unwrap_or_default(),
+            host_code_rules: HOST_CODE
+                .iter()
+                .map(|(p, why)| PathRule::new("host code", p).map(|r| (r, *why)))
+                .collect::<Result<_, _>>()?,
         })
+    }
+
+    /// The host-code class a (normalized) path is in, and what runs it.
+    pub(crate) fn host_code_match(&self, path: &str) -> Option<(&PathRule, &'static str)> {
+        self.host_code_rules.iter().find(|(r, _)| r.matches(path)).map(|(r, why)| (r, *why))
     }
 
     pub(crate) fn mode_name(&self) -> &'static str {
@@ -335,5 +409,79 @@ mod tests {
         assert_eq!(merged.deny, ["curl*"]);
         assert_eq!(warnings.len(), 2);
         assert!(warnings[0].contains("`rm*`") && warnings[0].contains("user configuration"));
+    }
+
+    fn check(policy: &str, path: &str) -> crate::approval::Verdict {
+        let config = PolicyConfig::from_toml_str(policy).unwrap();
+        crate::approval::Policy::new(&config).unwrap().check_path(Path::new(path))
+    }
+
+    #[test]
+    fn files_the_host_runs_ask_by_default_and_say_why() {
+        use crate::approval::{Decision, ReasonKind};
+        for (path, why) in [
+            ("/ws/.git/hooks/pre-commit", "git runs hooks on the host"),
+            ("/ws/.git/config", "core.hooksPath"),
+            ("/ws/.git", "follows a `.git` file"),
+            ("/ws/vendor/lib/.git/hooks/post-checkout", "git runs hooks on the host"),
+            ("/ws/x/../.git/hooks/a", "git runs hooks on the host"),
+            ("/ws/.husky/pre-commit", "husky"),
+            ("/ws/.pre-commit-config.yaml", "pre-commit runs"),
+            ("/ws/.envrc", "direnv runs .envrc"),
+            ("/ws/.vscode/tasks.json", "VS Code"),
+            ("/ws/app.code-workspace", "VS Code"),
+            ("/ws/.idea/workspace.xml", "JetBrains"),
+            ("/ws/.devcontainer/devcontainer.json", "initializeCommand"),
+            ("/ws/.exrc", "exrc"),
+            ("/ws/.dir-locals.el", "Emacs"),
+        ] {
+            let v = check("", path);
+            assert_eq!(v.decision, Decision::Ask, "{path}");
+            assert!(matches!(v.reasons[0].kind, ReasonKind::HostCode(_)), "{path}");
+            assert!(v.message().contains(why), "{path}: {}", v.message());
+            assert!(v.message().contains("so it needs an operator's confirmation"), "{}", v.message());
+        }
+        for path in ["/ws/src/git.rs", "/ws/.gitignore", "/ws/.github/workflows/ci.yml", "/ws/docs/.vscode.md"] {
+            assert_eq!(check("", path).decision, Decision::Allow, "{path}");
+        }
+    }
+
+    #[test]
+    fn the_user_may_relax_files_the_host_runs_and_a_workspace_may_only_tighten() {
+        use crate::approval::{Decision, Policy};
+        assert_eq!(check("[paths]\nhost_code = \"allow\"", "/ws/.git/hooks/x").decision, Decision::Allow);
+        assert_eq!(check("[paths]\nhost_code = \"deny\"", "/ws/.envrc").decision, Decision::Deny);
+        // An allow rule naming the path relaxes that path only.
+        let p = "[paths]\nallow = [\"/ws/.vscode/settings.json\"]";
+        assert_eq!(check(p, "/ws/.vscode/settings.json").decision, Decision::Allow);
+        assert_eq!(check(p, "/ws/.vscode/tasks.json").decision, Decision::Ask);
+        // A workspace's "allow" is ignored and reported; its "deny" holds.
+        let user = PolicyConfig::from_toml_str("[paths]\nhost_code = \"ask\"").unwrap();
+        let ws = PolicyConfig::from_toml_str("[paths]\nhost_code = \"allow\"\nallow = [\"**/.git/**\"]").unwrap();
+        let (policy, warnings) = Policy::layered(Some(user.clone()), Some(ws)).unwrap();
+        assert_eq!(policy.check_path(Path::new("/ws/.git/hooks/x")).decision, Decision::Ask);
+        assert_eq!(warnings.len(), 2, "{warnings:?}");
+        assert!(warnings[1].contains("`paths.host_code = \"allow\"`"), "{warnings:?}");
+        let ws = PolicyConfig::from_toml_str("[paths]\nhost_code = \"deny\"").unwrap();
+        let (policy, warnings) = Policy::layered(Some(user), Some(ws)).unwrap();
+        assert_eq!(policy.check_path(Path::new("/ws/.git/hooks/x")).decision, Decision::Deny);
+        assert!(warnings.is_empty());
+        let ws = PolicyConfig::from_toml_str("[paths]\nhost_code = \"ask\"").unwrap();
+        let user = PolicyConfig::from_toml_str("[paths]\nhost_code = \"allow\"").unwrap();
+        let (policy, _) = Policy::layered(Some(user), Some(ws)).unwrap();
+        assert_eq!(policy.check_path(Path::new("/ws/.git/hooks/x")).decision, Decision::Ask);
+    }
+
+    #[test]
+    fn a_bash_redirection_into_a_hook_asks_too() {
+        use crate::approval::{Decision, Policy};
+        let policy = Policy::new(&PolicyConfig::default()).unwrap();
+        // Redirections are checked where their target is absolute (as for the path rules).
+        for cmd in ["echo 'curl x | sh' > /ws/.git/hooks/pre-commit", "cat >> /ws/.envrc <<'EOF'\nexport A=1\nEOF"] {
+            let v = policy.check_command(cmd);
+            assert_eq!(v.decision, Decision::Ask, "{cmd}: {v:?}");
+            assert!(v.message().contains("puts code where the host runs it"), "{}", v.message());
+        }
+        assert_eq!(policy.check_command("echo hi > notes.txt").decision, Decision::Allow);
     }
 }

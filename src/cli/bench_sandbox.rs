@@ -35,6 +35,8 @@ fn stats(mut d: Vec<Duration>) -> Stats {
 pub fn run(boots: u32, calls: u32, json_out: bool) -> Result<u8, Failure> {
     let ws = std::env::current_dir().map_err(|e| Failure::usage(format!("no current directory: {e}")))?;
     let config = Config::load(&ws).map_err(|e| Failure::usage(format!("{e:#}")))?;
+    // The current directory is shared with the VM like a workspace.
+    abhed::boundary::check_workspace(&ws, &config).map_err(|e| Failure::usage(e.to_string()))?;
     let sb = &config.sandbox;
     let qemu = find_qemu(sb.qemu.as_deref()).map_err(|e| Failure::usage(e.to_string()))?;
     let image = Image::locate(sb.image_dir.as_deref(), &abhed::layout::search_dirs("vm")).map_err(Failure::usage)?;

@@ -86,7 +86,7 @@ pub fn run(a: ChatArgs) -> Result<u8, Failure> {
         None => super::workspace_dir(a.workspace.clone(), None)?,
     };
     // The gate, before anything is typed: a refused model ends the chat here.
-    chat_plan(&a, ws.clone(), session.clone())?;
+    run_cmd::say_config_warnings(&chat_plan(&a, ws.clone(), session.clone())?.config);
     // Started at the first task, so that a chat that only resumes another session, or ends at
     // once, leaves no empty session behind.
     let mut worker: Option<Worker> = None;
@@ -184,6 +184,7 @@ pub fn run(a: ChatArgs) -> Result<u8, Failure> {
 fn chat_plan(a: &ChatArgs, ws: PathBuf, session: Option<String>) -> Result<run_cmd::Plan, Failure> {
     let config = Config::load(&ws).map_err(|e| Failure::usage(format!("{e:#}")))?;
     let mut plan = run_cmd::plan(ws, session, config, &a.model, &a.budgets, Op::Continue)?;
+    run_cmd::check_workspace(&plan)?;
     run_cmd::gate(&plan, &a.gate)?;
     plan.stream = true;
     Ok(plan)

@@ -43,6 +43,9 @@ pub struct ConformanceArgs {
 pub fn run(a: ConformanceArgs) -> Result<u8, Failure> {
     let cwd = super::workspace_dir(None, None)?;
     let config = Config::load(&cwd).map_err(|e| Failure::usage(format!("{e:#}")))?;
+    for w in &config.warnings {
+        eprintln!("abhed: {w}");
+    }
     let th = config.conformance.clone();
     let suite = Suite::embedded();
     let progress = |line: &str| {
@@ -86,7 +89,7 @@ pub fn run(a: ConformanceArgs) -> Result<u8, Failure> {
     let plan = run_cmd::plan(cwd, None, config.clone(), &a.model, &BudgetArgs::default(), Op::Continue)?;
     let store = Store::open(&plan.store_path).map_err(|e| Failure::internal(&e))?;
     let (key, _, _) = run_cmd::model_identity(&plan.spec, &store)?;
-    let (work, _lock) = work_dir(a.work_dir.as_deref())?;
+    let (work, _lock) = work_dir(a.work_dir.as_deref(), &plan.config)?;
     let limits = RunLimits {
         max_reply_tokens: a.model.max_reply_tokens.unwrap_or(RunLimits::default().max_reply_tokens),
         ..RunLimits::default()
@@ -218,10 +221,16 @@ fn run_harness(suite: &Suite, progress: &dyn Fn(&str)) -> Result<HarnessResult, 
 /// The probe's folder, locked for this run. The workspace path is part of the system prompt and
 /// of every task, so by default it is one fixed path: two probes of a model, here or on
 /// another machine, then show it the same text.
-fn work_dir(flag: Option<&std::path::Path>) -> Result<(PathBuf, std::fs::File), Failure> {
+fn work_dir(flag: Option<&std::path::Path>, config: &Config) -> Result<(PathBuf, std::fs::File), Failure> {
     use std::os::unix::fs::{DirBuilderExt as _, MetadataExt as _};
     let uid = std::fs::metadata("/proc/self").map_err(|e| Failure::internal(&e.into()))?.uid();
     let dir = flag.map_or_else(|| PathBuf::from(format!("/tmp/abhed-conformance-{uid}")), Path::to_path_buf);
+    // The folder becomes the probe's workspace (shared with the VM) and is cleared below: the
+    // same check as any workspace, before anything in it is touched. The probe runs with the
+    // built-in defaults, so only the sandbox's own settings of the user config apply.
+    let mut probe = Config { sandbox: config.sandbox.clone(), boundary: config.boundary.clone(), ..Config::default() };
+    probe.workspace.allow_system_dirs = config.workspace.allow_system_dirs;
+    abhed::boundary::check_workspace(&dir, &probe).map_err(|e| Failure::usage(e.to_string()))?;
     match std::fs::symlink_metadata(&dir) {
         Err(_) => std::fs::DirBuilder::new()
             .recursive(true)

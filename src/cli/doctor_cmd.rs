@@ -41,6 +41,20 @@ pub fn run(a: DoctorArgs) -> Result<u8, Failure> {
     let config = Config::load(&ws).map_err(|e| Failure::usage(format!("{e:#}")))?;
     let sb = &config.sandbox;
     let mut checks = Vec::new();
+    for w in &config.warnings {
+        eprintln!("abhed: {w}");
+    }
+
+    // Reported, not refused: doctor is where an operator finds out why run would refuse.
+    checks.push(match abhed::boundary::check_workspace(&ws, &config) {
+        Ok(()) => Check {
+            name: "workspace",
+            ok: true,
+            detail: format!("{}: not a system directory, and holds none of abhed's own files", ws.display()),
+            extra: json!({"path": ws}),
+        },
+        Err(e) => Check { name: "workspace", ok: false, detail: e.to_string(), extra: json!({"path": ws}) },
+    });
 
     let cpu = abhed::cpu::check();
     checks.push(Check {

@@ -128,6 +128,7 @@ pub fn run(a: RunArgs) -> Result<u8, Failure> {
 fn run_inner(a: RunArgs) -> Result<u8, Failure> {
     let ws = super::workspace_dir(a.workspace, None)?;
     let config = Config::load(&ws).map_err(|e| Failure::usage(format!("{e:#}")))?;
+    say_config_warnings(&config);
     let task = if a.plan {
         format!(
             "{}\n\n(Plan mode: explore with read, glob and grep, then write your plan with the plan tool. Nothing may change until the operator accepts the plan.)",
@@ -137,6 +138,7 @@ fn run_inner(a: RunArgs) -> Result<u8, Failure> {
         a.task
     };
     let mut plan = plan(ws, None, config, &a.model, &a.budgets, Op::Task(task))?;
+    check_workspace(&plan)?;
     gate(&plan, &a.gate)?;
     if a.plan {
         plan.plan_mode = PlanMode::Start;
@@ -219,8 +221,10 @@ fn resume_inner(r: ResumeArgs) -> Result<u8, Failure> {
     drop(s);
     drop(store);
     let config = Config::load(&ws).map_err(|e| Failure::usage(format!("{e:#}")))?;
+    say_config_warnings(&config);
     let op = task.map(Op::Task).unwrap_or(Op::Continue);
     let mut plan = plan(ws, Some(session), config, &model, &budgets, op)?;
+    check_workspace(&plan)?;
     gate(&plan, &gate_args)?;
     if accept_plan {
         plan.plan_mode = PlanMode::Accept;
@@ -228,10 +232,23 @@ fn resume_inner(r: ResumeArgs) -> Result<u8, Failure> {
     execute(plan, json)
 }
 
+/// Say what the workspace's `abhed.toml` tried and was refused.
+pub(super) fn say_config_warnings(config: &Config) {
+    for w in &config.warnings {
+        eprintln!("abhed: {w}");
+    }
+}
+
+/// Refuse a workspace (or extra root) that is a system directory or holds Abhed's own files,
+/// the model this run uses among them (`abhed::boundary::check_workspace`).
+pub(super) fn check_workspace(plan: &Plan) -> Result<(), Failure> {
+    abhed::boundary::check_workspace(&plan.workspace, &plan.config).map_err(|e| Failure::usage(e.to_string()))
+}
+
 pub(super) fn plan(
     workspace: PathBuf,
     session: Option<String>,
-    config: Config,
+    mut config: Config,
     m: &ModelArgs,
     b: &BudgetArgs,
     op: Op,
@@ -264,6 +281,7 @@ pub(super) fn plan(
             .or_else(|| std::env::var_os("ABHED_MODEL").filter(|v| !v.is_empty()).map(PathBuf::from))
             .or_else(|| mc.path.clone());
         let path = locate::model_path(explicit.as_deref()).map_err(|e| Failure::usage(format!("{e:#}")))?;
+        config.boundary.protect_model(&path);
         let mut settings = mc.clone();
         settings.n_ctx = m.n_ctx.or(mc.n_ctx);
         settings.n_threads = m.threads.or(mc.n_threads);
@@ -434,6 +452,8 @@ fn serve(
     ops: mpsc::Receiver<Op>,
     events: mpsc::Sender<Event>,
 ) -> Result<(), Failure> {
+    // Checked by every command before it gets here; again where the workspace is opened.
+    check_workspace(plan)?;
     let session = match &plan.session {
         Some(id) => store
             .open_session(id)
@@ -445,9 +465,13 @@ fn serve(
         .map_err(|e| Failure::usage(format!("cannot use workspace {}: {e}", plan.workspace.display())))?;
     let (approvals, warnings) = Approvals::from_config(&plan.config, super::approve::TtyApprover::for_this_process())
         .map_err(|e| Failure::usage(format!("{e:#}")))?;
-    for w in warnings {
+    for w in &warnings {
         eprintln!("abhed: {w}");
     }
+    // What the repository's abhed.toml tried and was refused (the config's warnings were said
+    // when it was loaded): kept in the run's `run_start` event.
+    let mut config = plan.config.clone();
+    config.warnings.extend(warnings);
     approvals.restore(&session).map_err(|e| Failure::internal(&e))?;
     match plan.plan_mode {
         PlanMode::Keep => {}
@@ -469,7 +493,7 @@ fn serve(
         registry,
         tools: ToolContext {
             workspace: &workspace,
-            config: &plan.config,
+            config: &config,
             session: &session,
             sandbox: &sandbox,
             approvals: &approvals,

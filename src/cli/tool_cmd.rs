@@ -130,8 +130,8 @@ fn call(a: ToolArgs) -> Result<u8, Refusal> {
 
     let store_path = Store::default_path().map_err(|e| Failure::internal(&e))?;
     let store = Store::open(&store_path).map_err(|e| Failure::internal(&e))?;
-    let session = match &a.session {
-        Some(id) => store.open_session(id).map_err(|e| Failure::internal(&e))?.ok_or_else(|| Refusal {
+    let existing = match &a.session {
+        Some(id) => Some(store.open_session(id).map_err(|e| Failure::internal(&e))?.ok_or_else(|| Refusal {
             failure: Failure::usage(format!(
                 "no session `{id}` in {}; omit --session to start a new one",
                 store.path().display()
@@ -139,31 +139,39 @@ fn call(a: ToolArgs) -> Result<u8, Refusal> {
             code: "unknown_session",
             output: None,
             session: Some(id.clone()),
-        })?,
-        None => {
-            let ws = workspace_dir(a.workspace.clone(), None)?;
-            store.create_session(&ws).map_err(|e| Failure::internal(&e))?
-        }
+        })?),
+        None => None,
     };
-    // From here on a failure belongs to this session: the envelope names it.
-    let sid = session.id().to_string();
-    let in_session = |f: Failure| Refusal { session: Some(sid.clone()), ..Refusal::from(f) };
-    let ws_dir = workspace_dir(a.workspace, Some(session.workspace().to_path_buf())).map_err(in_session)?;
+    // From here on a failure of a named session belongs to it: the envelope names it.
+    let named = existing.as_ref().map(|s| s.id().to_string());
+    let in_named = |f: Failure| Refusal { session: named.clone(), ..Refusal::from(f) };
+    let ws_dir =
+        workspace_dir(a.workspace, existing.as_ref().map(|s| s.workspace().to_path_buf())).map_err(in_named)?;
     // A session's read-tracking and events belong to one workspace.
-    if ws_dir != session.workspace() {
-        return Err(in_session(Failure::usage(format!(
+    if let Some(s) = &existing
+        && ws_dir != s.workspace()
+    {
+        return Err(in_named(Failure::usage(format!(
             "session `{}` belongs to workspace {}, not {}; omit --workspace to use the session's, or omit --session to start a new session",
-            session.id(),
-            session.workspace().display(),
+            s.id(),
+            s.workspace().display(),
             ws_dir.display()
         ))));
     }
-    let config = Config::load(&ws_dir).map_err(|e| in_session(Failure::usage(format!("{e:#}"))))?;
+    let config = Config::load(&ws_dir).map_err(|e| in_named(Failure::usage(format!("{e:#}"))))?;
+    // Before a session is made for it: a refused workspace leaves nothing behind.
+    abhed::boundary::check_workspace(&ws_dir, &config).map_err(|e| in_named(Failure::usage(e.to_string())))?;
+    let session = match existing {
+        Some(s) => s,
+        None => store.create_session(&ws_dir).map_err(|e| Failure::internal(&e))?,
+    };
+    let sid = session.id().to_string();
+    let in_session = |f: Failure| Refusal { session: Some(sid.clone()), ..Refusal::from(f) };
     let workspace = Workspace::new(&ws_dir, &config.workspace.extra_roots)
         .map_err(|e| in_session(Failure::usage(format!("cannot use workspace {}: {e}", ws_dir.display()))))?;
     let (approvals, warnings) = Approvals::from_config(&config, super::approve::TtyApprover::for_this_process())
         .map_err(|e| in_session(Failure::usage(format!("{e:#}"))))?;
-    for w in warnings {
+    for w in config.warnings.iter().chain(&warnings) {
         eprintln!("abhed: {w}");
     }
     approvals.restore(&session).map_err(|e| in_session(Failure::internal(&e)))?;

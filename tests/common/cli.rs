@@ -19,6 +19,10 @@ impl Env {
         let home = tmp.path().join("home");
         let ws = tmp.path().join("ws");
         std::fs::create_dir_all(&ws).unwrap();
+        // `ABHED_CONFIG` names this file, so it must exist (a named config that cannot be read
+        // is an error); empty, it is no user config. Tests write their settings into it.
+        std::fs::create_dir_all(&home).unwrap();
+        std::fs::write(home.join("no-config.toml"), "").unwrap();
         let ws = ws.canonicalize().unwrap();
         Env { _tmp: tmp, home, ws }
     }

@@ -31,13 +31,20 @@ pub struct Harness {
 impl Harness {
     /// An empty workspace with the default config and a fresh store beside it.
     pub fn new() -> Harness {
+        Harness::with_config(|_, _| Config::default())
+    }
+
+    /// An empty workspace and a fresh store, with the config `make` returns given the temporary
+    /// folder and the workspace root (its `workspace.extra_roots` become roots, its `[approval]`
+    /// the policy, with nobody to answer).
+    pub fn with_config(make: impl FnOnce(&std::path::Path, &std::path::Path) -> Config) -> Harness {
         let tmp = tempfile::tempdir().unwrap();
         let ws = tmp.path().join("ws");
         std::fs::create_dir(&ws).unwrap();
         let ws = ws.canonicalize().unwrap();
         let store = Store::open(&tmp.path().join("abhed.db")).unwrap();
-        let workspace = Workspace::new(&ws, &[]).unwrap();
-        let config = Config::default();
+        let config = make(&tmp.path().canonicalize().unwrap(), &ws);
+        let workspace = Workspace::new(&ws, &config.workspace.extra_roots).unwrap();
         let sandbox = SessionSandbox::new(&config.sandbox, &workspace);
         let (approvals, _) = Approvals::from_config(&config, Box::new(NoOperator)).unwrap();
         Harness { _tmp: tmp, ws, store, workspace, config, registry: Registry::native(), sandbox, approvals }
