@@ -42,6 +42,8 @@ pub struct Setup {
     pub dir: Option<String>,
     pub mode: Option<String>,
     pub symlink: Option<String>,
+    /// A hard link of `target` (relative to the workspace), named this.
+    pub hardlink: Option<String>,
     pub target: Option<String>,
     /// A Unix socket: a path that exists but is no regular file.
     pub socket: Option<String>,
@@ -274,6 +276,10 @@ pub(super) fn apply_setup(steps: &[Setup], ws: &Path, ws_str: &str) -> Result<Ve
         if let Some(link) = &s.symlink {
             let target = s.target.as_deref().context("a symlink setup needs `target`")?.replace(WS, ws_str);
             std::os::unix::fs::symlink(target, ws.join(link))?;
+        }
+        if let Some(link) = &s.hardlink {
+            let target = s.target.as_deref().context("a hardlink setup needs `target`")?;
+            std::fs::hard_link(ws.join(target), ws.join(link))?;
         }
         let Some(path) = &s.path else { continue };
         let full = ws.join(path);

@@ -6,6 +6,7 @@
 //! each to the result of the one before, all or nothing), written with one atomic rename.
 //! Afterwards the read record holds the new version, so the next edit needs no re-read.
 
+mod endings;
 mod nearest;
 
 use std::ffi::{OsStr, OsString};
@@ -16,13 +17,14 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::fsutil::{self, Existing, FileIdentity};
-use super::read::{LINE_CUT_MARKER, MAX_LINE_CHARS, cut_line};
+use super::read::{LINE_CUT_MARKER, MAX_LINE_CHARS, cut_line, mark_controls};
 use super::{
     ErrorCode, Tool, ToolContext, ToolError, ToolFailure, ToolOutput, ToolResult, human_bytes, io_error, plural,
     suggest,
 };
 use crate::sandbox::confined::{DirHandle, DirLock};
 use crate::store::ReadRecord;
+use endings::Endings;
 
 pub struct Edit;
 
@@ -64,6 +66,7 @@ struct Member {
 }
 
 /// What the call asks for: one replacement, or a batch given as `edits`.
+#[derive(Clone)]
 struct Plan {
     members: Vec<Member>,
     batch: bool,
@@ -140,7 +143,7 @@ impl Tool for Edit {
             .into()),
             Existing::File { bytes, meta } => {
                 let target = Target { dir: &dir, name: &name, mode: meta.mode, _lock: lock };
-                edit_existing(ctx, &plan, shown, real, known.as_ref(), bytes, &target)
+                edit_existing(ctx, &plan, shown, real, known.as_ref(), bytes, &target, Links { count: meta.nlink })
             }
             Existing::Absent => create(ctx, &plan, shown, real, Some((dir, name, lock))),
         }
@@ -224,13 +227,20 @@ impl Plan {
     }
 }
 
-/// The identical-strings check of member `i`.
-fn check_identical(plan: &Plan, i: usize) -> Result<(), ToolError> {
+/// The identical-strings check of member `i`. `endings` is the line ending new_string's line
+/// breaks were converted to, if they were.
+fn check_identical(plan: &Plan, i: usize, endings: Option<Endings>) -> Result<(), ToolError> {
     let m = &plan.members[i];
     if m.old != m.new {
         return Ok(());
     }
-    let detail = if m.old.is_empty() {
+    let detail = if let Some(e) = endings {
+        format!(
+            "new_string differs from old_string only in its line breaks, and edit writes them as {} like the rest of the file, so this edit would change nothing. To change the file's line endings, use bash (e.g. {}).",
+            e.name(),
+            e.convert_away()
+        )
+    } else if m.old.is_empty() {
         "old_string and new_string are both empty, so there is nothing to do. To create an empty file, use write with content \"\".".to_string()
     } else {
         "old_string and new_string are identical, so this edit would change nothing. Put the text the file should have in new_string.".to_string()
@@ -254,6 +264,13 @@ fn empty_old_error(plan: &Plan, i: usize, shown: &Path, text: Option<&str>) -> T
     plan.member_error(i, ErrorCode::EmptyOldString, detail)
 }
 
+/// The hard links of the file edited: its link count before the edit.
+#[derive(Debug, Clone, Copy)]
+struct Links {
+    count: u64,
+}
+
+#[allow(clippy::too_many_arguments)]
 fn edit_existing(
     ctx: &ToolContext<'_>,
     plan: &Plan,
@@ -262,23 +279,25 @@ fn edit_existing(
     known: Option<&ReadRecord>,
     bytes: Vec<u8>,
     target: &Target<'_>,
+    links: Links,
 ) -> ToolResult {
     // The refusals below are rare: they hash on their own. The common path hashes in parallel.
     let refuse = |e: ToolError| ToolFailure::Model(e.with_file(FileIdentity::new(shown, fsutil::sha256_hex(&bytes))));
 
-    if let Some(kind) = fsutil::sniff_binary(&bytes[..bytes.len().min(fsutil::SNIFF_BYTES)]) {
-        return Err(refuse(ToolError::new(
-            ErrorCode::BinaryFile,
-            format!(
-                "{} is a binary file ({kind}, {}); edit changes UTF-8 text only. To change a binary file use bash; to replace it with text, use write.",
-                shown.display(),
-                human_bytes(bytes.len() as u64)
-            ),
-        )));
+    if let Some(e) = binary_refusal(shown, &bytes) {
+        return Err(refuse(e));
     }
     let text = std::str::from_utf8(&bytes).map_err(|e| refuse(utf8_error(shown, &bytes, e.valid_up_to())))?;
+    // new_string's line breaks follow the file's one line ending (old_string still matches
+    // byte for byte: this is about what is written, not what is matched).
+    let endings = Endings::of(text);
+    let (plan, converted) = match endings {
+        Some(e) => e.adapt(plan),
+        None => (std::borrow::Cow::Borrowed(plan), Vec::new()),
+    };
+    let plan = plan.as_ref();
     for i in 0..plan.members.len() {
-        check_identical(plan, i).map_err(refuse)?;
+        check_identical(plan, i, endings.filter(|_| converted.contains(&i))).map_err(refuse)?;
         if plan.members[i].old.is_empty() {
             return Err(refuse(empty_old_error(plan, i, shown, Some(text))));
         }
@@ -340,11 +359,69 @@ fn edit_existing(
             other => other,
         })?;
     record(ctx, real, &applied, &new_sha, mtime_ns)?;
-    let (mut text, truncated) = render(shown, plan, &applied, Some(applied.lines_before), &new_sha, None);
-    if let Some(note) = fsutil::moved_note(target.dir, ctx.workspace, target.name) {
-        text.push_str(&note);
+    let mut notes = Vec::new();
+    if let Some(e) = endings.filter(|_| !converted.is_empty()) {
+        let whose = if plan.batch {
+            let list: Vec<String> = converted.iter().map(|i| format!("edits[{i}]")).collect();
+            format!("the new_string of {}", list.join(", "))
+        } else {
+            "new_string".to_string()
+        };
+        notes.push(format!(
+            "The line breaks in {whose} were written as {}, the file's line ending, so that it keeps one kind.",
+            e.name()
+        ));
     }
+    if links.count > 1 {
+        let others = links.count - 1;
+        let (them, have, it) = if others == 1 {
+            ("the other link still has".to_string(), "is now a separate file", "it")
+        } else {
+            (format!("the other {others} links still have"), "are now separate from this one", "each")
+        };
+        notes.push(format!(
+            "Note: {p} had {} hard links (names of one file). edit replaces a file atomically: it writes a new file and renames it over this name. So {them} the old content and {have}; if {it} should change too, edit {it} as well, or link {it} to this file again with bash: `ln -f {p} OTHER_NAME`.",
+            links.count,
+            p = shown.display(),
+        ));
+    }
+    if let Some(note) = fsutil::moved_note(target.dir, ctx.workspace, target.name) {
+        notes.push(note.trim_start().to_string());
+    }
+    let (text, truncated) = render(shown, plan, &applied, Some(applied.lines_before), &new_sha, None, &notes);
     Ok(ToolOutput { text, mutated: true, truncated, file: Some(FileIdentity::new(shown, new_sha)), meta: None })
+}
+
+/// Why edit refuses a file that is not UTF-8 text with its bytes as they are: a binary format,
+/// UTF-16 or UTF-32 text, or a NUL byte anywhere (read stops at that line). Invalid UTF-8 is
+/// refused after this, by [`utf8_error`].
+fn binary_refusal(shown: &Path, bytes: &[u8]) -> Option<ToolError> {
+    let head = &bytes[..bytes.len().min(fsutil::SNIFF_BYTES)];
+    let size = human_bytes(bytes.len() as u64);
+    let p = shown.display();
+    let message = if let Some(kind) = fsutil::file_type(head) {
+        format!(
+            "{p} is a binary file ({kind}, {size}); edit changes UTF-8 text only. To change a binary file use bash; to replace it with text, use write."
+        )
+    } else if let Some(w) = fsutil::wide_text(head) {
+        format!(
+            "{p} is {} text (it starts with a byte-order mark), {size}; edit changes UTF-8 text only. Convert it to UTF-8 first with bash, if the project allows (this rewrites it): `iconv -f {iconv} -t UTF-8 {p} > {p}.tmp && mv {p}.tmp {p}`, then read it and edit. Or change it with bash as it is.",
+            w.name,
+            iconv = w.iconv
+        )
+    } else {
+        let nul = memchr::memchr(0, bytes)?;
+        let line = fsutil::count_newlines(&bytes[..nul]) + 1;
+        let text = match line {
+            1 => String::new(),
+            2 => " read shows its line 1, which is text, but".to_string(),
+            _ => format!(" read shows lines 1-{}, which are text, but", line - 1),
+        };
+        format!(
+            "{p} holds binary data: a NUL byte on line {line}, at byte {nul} of its {size}.{text} edit changes text files only (it rewrites the whole file). To change this file use bash (e.g. sed or a short script)."
+        )
+    };
+    Some(ToolError::new(ErrorCode::BinaryFile, message))
 }
 
 /// Write atomically (the content must still be `expected` right before the rename), hashing
@@ -387,7 +464,7 @@ fn create(
     real: &Path,
     parent: Option<(DirHandle, OsString, DirLock)>,
 ) -> ToolResult {
-    check_identical(plan, 0)?;
+    check_identical(plan, 0, None)?;
     let first = &plan.members[0];
     if !first.old.is_empty() {
         let mut e = suggest::not_found(ctx, shown);
@@ -395,7 +472,7 @@ fn create(
         return Err(e.into());
     }
     for i in 1..plan.members.len() {
-        check_identical(plan, i)?;
+        check_identical(plan, i, None)?;
         if plan.members[i].old.is_empty() {
             return Err(empty_old_error(plan, i, shown, None).into());
         }
@@ -426,10 +503,9 @@ fn create(
         Err(e) => return Err(e),
     };
     record(ctx, real, &applied, &sha, mtime_ns)?;
-    let (mut text, truncated) = render(shown, plan, &applied, None, &sha, Some((mode, &created_dirs)));
-    if let Some(note) = fsutil::moved_note(&dir, ctx.workspace, &name) {
-        text.push_str(&note);
-    }
+    let notes: Vec<String> =
+        fsutil::moved_note(&dir, ctx.workspace, &name).map(|n| n.trim_start().to_string()).into_iter().collect();
+    let (text, truncated) = render(shown, plan, &applied, None, &sha, Some((mode, &created_dirs)), &notes);
     Ok(ToolOutput { text, mutated: true, truncated, file: Some(FileIdentity::new(shown, sha)), meta: None })
 }
 
@@ -672,6 +748,7 @@ fn render(
     old_lines: Option<usize>,
     sha: &str,
     created: Option<(u32, &[PathBuf])>,
+    notes: &[String],
 ) -> (String, bool) {
     let total = a.lines;
     let changed = changed_lines(&a.text, &a.regions, total);
@@ -723,6 +800,10 @@ fn render(
         };
         let _ = write!(out, " The file now has {lines_now}{was}, {size}, sha256 {short}.");
     }
+    for note in notes {
+        out.push(' ');
+        out.push_str(note);
+    }
 
     if total == 0 {
         out.push_str("\n[the file is now empty]");
@@ -737,19 +818,17 @@ fn render(
         let mut n = w.first;
         let mut at = w.start;
         for raw in a.text[w.start..w.end].split('\n').take(MAX_WINDOW_LINES) {
-            let line = raw.strip_suffix('\r').unwrap_or(raw);
-            let (shown_line, cut) = cut_line(line);
-            let _ = write!(out, "\n{n}\t{shown_line}");
-            if cut {
-                // A change past the cut would be invisible: say where it is instead.
-                let visible_end = at + shown_line.len() - LINE_CUT_MARKER.len();
-                if let Some(&(start, _)) = a.regions.iter().find(|r| r.0 >= visible_end && r.0 < at + line.len()) {
-                    let col = a.text[at..start].chars().count() + 1;
-                    let _ = write!(
-                        out,
-                        "\n[line {n} is longer than {MAX_LINE_CHARS} characters; the change is at character {col} of it, past what is shown]"
-                    );
-                }
+            // A CR is not shown before a line's LF (as read shows CRLF lines); any other CR is.
+            let crlf = a.text.as_bytes().get(at + raw.len()) == Some(&b'\n');
+            let line = if crlf { raw.strip_suffix('\r').unwrap_or(raw) } else { raw };
+            // As read shows it: without a byte-order mark, control characters as symbols.
+            let bom = if at == 0 && line.starts_with('\u{feff}') { '\u{feff}'.len_utf8() } else { 0 };
+            let line_at = at + bom;
+            let line = &line[bom..];
+            let (shown_line, note) = show_line(line, line_at, &a.regions, n);
+            let _ = write!(out, "\n{n}\t{}", mark_controls(&shown_line).0);
+            if let Some(note) = note {
+                let _ = write!(out, "\n{note}");
             }
             at += raw.len() + 1;
             n += 1;
@@ -782,6 +861,48 @@ fn render(
         );
     }
     (out, truncated)
+}
+
+/// Characters shown of a long line before the change, when the line is shown around it.
+const BEFORE_CHANGE: usize = 100;
+
+/// Line `n` of the snippet (starting at byte `at` of the new text), as read shows it: cut at
+/// [`MAX_LINE_CHARS`]. When a change in it lies past what that shows, the line is shown
+/// around the change instead, with a note saying which characters these are.
+fn show_line<'t>(
+    line: &'t str,
+    at: usize,
+    regions: &[(usize, usize)],
+    n: usize,
+) -> (std::borrow::Cow<'t, str>, Option<String>) {
+    let (shown, cut) = cut_line(line);
+    if !cut {
+        return (shown, None);
+    }
+    // The first change that starts in this line.
+    let Some(&(start, end)) = regions.iter().find(|r| r.0 >= at && r.0 < at + line.len().max(1)) else {
+        return (shown, None);
+    };
+    let col = line[..start - at].chars().count();
+    if col + BEFORE_CHANGE / 2 < MAX_LINE_CHARS {
+        return (shown, None);
+    }
+    let total = line.chars().count();
+    let from = col.saturating_sub(BEFORE_CHANGE).min(total.saturating_sub(MAX_LINE_CHARS));
+    let from_byte = line.char_indices().nth(from).map_or(line.len(), |(i, _)| i);
+    let (rest, rest_cut) = cut_line(&line[from_byte..]);
+    let shown_to = from + rest.chars().count() - if rest_cut { LINE_CUT_MARKER.chars().count() } else { 0 };
+    let new_len = line[start - at..(end - at).min(line.len())].chars().count();
+    let what = if new_len == 0 {
+        format!("the text was removed at character {}", col + 1)
+    } else {
+        format!("the new text is characters {}-{}", col + 1, col + new_len)
+    };
+    let note = format!(
+        "[line {n} has {total} characters: shown are characters {}-{shown_to}, around the change ({what})]",
+        from + 1
+    );
+    (format!("[...{from} characters...]{rest}").into(), Some(note))
 }
 
 /// "edits[0]: 1 occurrence, edits[1]: 3 occurrences with replace_all".
@@ -919,7 +1040,7 @@ mod tests {
         let text: String = (1..=20).map(|i| format!("l{i}\n")).collect();
         let p = plan(vec![m("l5\n", "L5\n", false), m("l8\n", "L8\n", false), m("l18\n", "L18\n", false)]);
         let a = apply(&p, &text, 0).ok().unwrap();
-        let (out, truncated) = render(Path::new("/f"), &p, &a, Some(20), &"0".repeat(64), None);
+        let (out, truncated) = render(Path::new("/f"), &p, &a, Some(20), &"0".repeat(64), None, &[]);
         assert!(!truncated);
         assert!(out.contains("the changed text is at lines 5, 8, 18."), "{out}");
         assert!(out.contains("\n2\tl2\n3\tl3\n4\tl4\n5\tL5\n"), "{out}");
@@ -928,11 +1049,30 @@ mod tests {
     }
 
     #[test]
+    fn a_change_far_into_a_long_line_is_shown_around_it() {
+        let line = format!("{}NEW{}", "a".repeat(3_000_000), "b".repeat(1_500_000));
+        let (shown, note) = show_line(&line, 0, &[(3_000_000, 3_000_003)], 1);
+        assert!(shown.starts_with("[...2999900 characters...]aaa"), "{}", &shown[..60]);
+        assert!(shown.contains("NEWbbb") && shown.ends_with(LINE_CUT_MARKER));
+        assert_eq!(shown.chars().count(), "[...2999900 characters...]".len() + MAX_LINE_CHARS + LINE_CUT_MARKER.len());
+        assert_eq!(
+            note.unwrap(),
+            "[line 1 has 4500003 characters: shown are characters 2999901-3001900, around the change (the new text is characters 3000001-3000003)]"
+        );
+        // Near the start: the line is shown from its start, as read shows it.
+        let (shown, note) = show_line(&line, 0, &[(10, 13)], 1);
+        assert!(shown.starts_with("aaa") && note.is_none());
+        // A deletion at the very end.
+        let (_, note) = show_line(&line, 0, &[(line.len() - 1, line.len() - 1)], 7);
+        assert!(note.unwrap().contains("the text was removed at character 4500003"));
+    }
+
+    #[test]
     fn unique_edit_on_a_big_file_lands() {
         let text: String = (1..=100_000).map(|i| format!("line number {i} of the file\n")).collect();
         let p = plan(vec![m("line number 54321 of", "LINE 54321 of", false)]);
         let a = apply(&p, &text, 0).ok().unwrap();
-        let (out, _) = render(Path::new("/f"), &p, &a, Some(100_000), &"0".repeat(64), None);
+        let (out, _) = render(Path::new("/f"), &p, &a, Some(100_000), &"0".repeat(64), None, &[]);
         assert!(out.contains("54321\tLINE 54321 of the file"), "{out}");
     }
 }

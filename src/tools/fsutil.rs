@@ -58,11 +58,12 @@ pub fn mtime_ns(meta: &fs::Metadata) -> i64 {
     meta.modified().ok().and_then(|t| t.duration_since(UNIX_EPOCH).ok()).map(|d| d.as_nanos() as i64).unwrap_or(0)
 }
 
-/// Bytes to look at when deciding whether a file is binary.
+/// Bytes to look at when naming a file's type from its first bytes.
 pub const SNIFF_BYTES: usize = 8192;
 
-/// Name the type of a binary file from its first bytes, or `None` for text.
-pub fn sniff_binary(head: &[u8]) -> Option<&'static str> {
+/// Name a binary file format from its first bytes (magic numbers), or `None`. Such a file is
+/// binary as a whole: read refuses it, grep skips it, edit refuses it, whatever its lines hold.
+pub fn file_type(head: &[u8]) -> Option<&'static str> {
     const MAGIC: &[(&[u8], &str)] = &[
         (b"\x89PNG\r\n\x1a\n", "PNG image"),
         (b"\xff\xd8\xff", "JPEG image"),
@@ -94,10 +95,142 @@ pub fn sniff_binary(head: &[u8]) -> Option<&'static str> {
     if head.len() >= 262 && &head[257..262] == b"ustar" {
         return Some("tar archive");
     }
-    if head.contains(&0) {
-        return Some("binary data (contains NUL bytes)");
-    }
     None
+}
+
+/// The UTF-8 byte-order mark. read does not show it; edit leaves it in place.
+pub const UTF8_BOM: &[u8] = b"\xef\xbb\xbf";
+
+/// Unicode text in an encoding other than UTF-8, known by its byte-order mark.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WideText {
+    /// "UTF-16 little-endian".
+    pub name: &'static str,
+    /// The encoding's name for `iconv -f` (which reads the byte order from the mark).
+    pub iconv: &'static str,
+}
+
+/// A UTF-16 or UTF-32 byte-order mark at the start of a file.
+pub fn wide_text(head: &[u8]) -> Option<WideText> {
+    // UTF-32LE's mark starts with UTF-16LE's: test it first.
+    const MARKS: &[(&[u8], &str, &str)] = &[
+        (b"\xff\xfe\x00\x00", "UTF-32 little-endian", "UTF-32"),
+        (b"\x00\x00\xfe\xff", "UTF-32 big-endian", "UTF-32"),
+        (b"\xff\xfe", "UTF-16 little-endian", "UTF-16"),
+        (b"\xfe\xff", "UTF-16 big-endian", "UTF-16"),
+    ];
+    MARKS.iter().find(|(mark, ..)| head.starts_with(mark)).map(|&(_, name, iconv)| WideText { name, iconv })
+}
+
+/// A line that is shown as binary, not text: read and grep stop at the first such line they
+/// would show (see [`binary_line`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BinaryLine {
+    /// The offset of the line's first NUL byte in the line.
+    pub nul: Option<usize>,
+    /// Bytes looked at.
+    pub len: usize,
+    /// Control characters among them (besides tab, the line ends, form feed, backspace, ESC).
+    pub controls: usize,
+    /// Bytes that are not valid UTF-8.
+    pub invalid: usize,
+}
+
+/// Of the bytes looked at, at least this many...
+pub const BINARY_MIN_SUSPECT: usize = 8;
+/// ...and more than this percentage must be control characters or invalid UTF-8 for a line
+/// without a NUL byte to be binary. Text in a legacy 8-bit encoding with a few accented
+/// letters stays text (shown with U+FFFD); random bytes (about 60%) and text in a non-Latin
+/// legacy encoding (mostly invalid UTF-8) are over it.
+pub const BINARY_PERCENT: usize = 30;
+
+impl BinaryLine {
+    pub fn percent(&self) -> usize {
+        (self.controls + self.invalid) * 100 / self.len.max(1)
+    }
+
+    /// Mostly invalid UTF-8 with few control characters: more likely text in another
+    /// encoding than binary data.
+    pub fn maybe_legacy_text(&self) -> bool {
+        self.nul.is_none() && self.controls * 10 < self.invalid
+    }
+
+    /// What the line is, for a message ("binary data with a NUL byte at byte 120"); `at` is
+    /// the file offset of the line's first byte.
+    pub fn describe(&self, at: u64) -> String {
+        match self.nul {
+            Some(_) => format!("binary data with {}", self.cause(at)),
+            None if self.maybe_legacy_text() => format!(
+                "text that is not UTF-8, or binary data ({}% of the line's bytes are not valid UTF-8)",
+                self.percent()
+            ),
+            None => format!(
+                "binary data ({}% of the line's bytes are control characters or not valid UTF-8)",
+                self.percent()
+            ),
+        }
+    }
+
+    /// What makes the line binary ("a NUL byte at byte 120"), where `at` is the file offset of
+    /// the line's first byte.
+    pub fn cause(&self, at: u64) -> String {
+        match self.nul {
+            Some(i) => format!("a NUL byte at byte {}", at + i as u64),
+            None if self.maybe_legacy_text() => {
+                format!("a line at byte {at} of which {}% of the bytes are not valid UTF-8", self.percent())
+            }
+            None => format!(
+                "a line at byte {at} of which {}% of the bytes are control characters or not valid UTF-8",
+                self.percent()
+            ),
+        }
+    }
+
+    /// Advice for a line found by [`BinaryLine::maybe_legacy_text`], else empty.
+    pub fn legacy_hint(&self, shown: &Path) -> String {
+        if !self.maybe_legacy_text() {
+            return String::new();
+        }
+        format!(
+            " If it is text in an 8-bit encoding, convert it with bash to see it, e.g. `iconv -f WINDOWS-1252 -t UTF-8 {} | head -n 200` (with the file's real encoding; `file` may name it).",
+            shown.display()
+        )
+    }
+}
+
+/// The one rule read and grep apply to each line they would show: a line is binary when it
+/// holds a NUL byte, or when at least [`BINARY_MIN_SUSPECT`] and more than [`BINARY_PERCENT`]%
+/// of its bytes are control characters or invalid UTF-8. `line` is what would be shown of the
+/// line (a long line's first few thousand bytes); `nul` is a NUL found anywhere in the line.
+pub fn binary_line(line: &[u8], nul: Option<usize>) -> Option<BinaryLine> {
+    let nul = nul.or_else(|| memchr::memchr(0, line));
+    let mut b = BinaryLine { nul, len: line.len(), controls: 0, invalid: 0 };
+    for chunk in line.utf8_chunks() {
+        b.controls += chunk.valid().bytes().filter(|&c| is_binary_control(c)).count();
+        b.invalid += chunk.invalid().len();
+    }
+    let suspect = b.controls + b.invalid;
+    let binary = nul.is_some() || (suspect >= BINARY_MIN_SUSPECT && suspect * 100 > BINARY_PERCENT * b.len);
+    binary.then_some(b)
+}
+
+/// Control bytes that text does not hold. Tab, the line ends, form feed, vertical tab,
+/// backspace (overstrike in manual pages) and ESC (terminal colour codes) are common in text.
+fn is_binary_control(b: u8) -> bool {
+    (b < 0x20 && !matches!(b, b'\t' | b'\n' | b'\r' | 0x0b | 0x0c | 0x08 | 0x1b)) || b == 0x7f
+}
+
+/// What read refuses a file as from its first bytes: a binary format, UTF-16/32 text, or a
+/// first line that is binary (see [`binary_line`]). `None` for a file read shows.
+pub fn sniff_binary(head: &[u8]) -> Option<String> {
+    if let Some(kind) = file_type(head) {
+        return Some(kind.to_string());
+    }
+    if let Some(w) = wide_text(head) {
+        return Some(format!("{} text", w.name));
+    }
+    let first = head.split(|&b| b == b'\n').next().unwrap_or(head);
+    binary_line(first, None).map(|b| b.describe(0))
 }
 
 /// Read up to [`SNIFF_BYTES`] from the start of a file.
@@ -390,10 +523,42 @@ mod tests {
 
     #[test]
     fn sniff_names_types() {
-        assert_eq!(sniff_binary(b"\x89PNG\r\n\x1a\n...."), Some("PNG image"));
-        assert_eq!(sniff_binary(b"hello\x00world"), Some("binary data (contains NUL bytes)"));
+        assert_eq!(sniff_binary(b"\x89PNG\r\n\x1a\n....").as_deref(), Some("PNG image"));
+        assert_eq!(sniff_binary(b"hello\x00world").as_deref(), Some("binary data with a NUL byte at byte 5"));
         assert_eq!(sniff_binary("héllo wörld\n".as_bytes()), None);
         assert_eq!(sniff_binary(b"BMW is a car\n"), None);
+        assert_eq!(sniff_binary(b"\xff\xfeh\x00i\x00").as_deref(), Some("UTF-16 little-endian text"));
+        assert_eq!(sniff_binary(b"\xff\xfe\x00\x00h\x00\x00\x00").as_deref(), Some("UTF-32 little-endian text"));
+        assert_eq!(sniff_binary(b"text\nmore\x00").as_deref(), None, "only the first line counts");
+    }
+
+    #[test]
+    fn the_line_rule() {
+        // Latin-1 with a few accented letters stays text; so do colour codes and overstrike.
+        assert_eq!(binary_line(b"Pr\xe9sident \xe0 l'\xe9t\xe9 de la r\xe9publique", None), None);
+        assert_eq!(binary_line(b"\x1b[31merror\x1b[0m: failed", None), None);
+        assert_eq!(binary_line(b"N\x08NA\x08AM\x08ME\x08E", None), None);
+        assert_eq!(binary_line(b"\x01\x02", None), None, "too few to judge");
+        // A NUL anywhere, even one past the bytes shown.
+        assert_eq!(binary_line(b"text\x00", None).unwrap().nul, Some(4));
+        assert_eq!(binary_line(b"text", Some(9000)).unwrap().nul, Some(9000));
+        // Random bytes: well over the share.
+        let mut x: u32 = 12345;
+        let random: Vec<u8> = (0..400)
+            .map(|_| {
+                x = x.wrapping_mul(1_103_515_245).wrapping_add(12345);
+                (x >> 16) as u8
+            })
+            .filter(|&b| b != 0 && b != b'\n')
+            .collect();
+        let b = binary_line(&random, None).unwrap();
+        assert!(b.percent() > 40 && !b.maybe_legacy_text(), "{b:?}");
+        assert!(b.describe(0).starts_with("binary data ("), "{}", b.describe(0));
+        // Greek in ISO-8859-7: every letter is an invalid byte, no control characters.
+        let greek = b"\xca\xe1\xeb\xe7\xec\xdd\xf1\xe1 \xea\xfc\xf3\xec\xe5";
+        let b = binary_line(greek, None).unwrap();
+        assert!(b.maybe_legacy_text(), "{b:?}");
+        assert!(b.describe(0).starts_with("text that is not UTF-8"), "{}", b.describe(0));
     }
 
     #[test]

@@ -16,8 +16,10 @@ use ignore::overrides::OverrideBuilder;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+mod binary;
 mod pattern;
 
+use binary::{BinaryCut, BinaryFrom, TextPart};
 use pattern::{build_matcher, check_syntax};
 
 use super::walk::{self, Entry, FileVisitor, Filters, Flow, WalkErrors};
@@ -227,12 +229,11 @@ fn grep(ctx: &ToolContext<'_>, args: &Args) -> Result<ToolOutput, ToolError> {
 }
 
 fn searcher_builder(mode: Mode, context: usize, multiline: bool) -> SearcherBuilder {
-    // A NUL byte marks a file as binary. files_with_matches stops at it, as `rg -l` does (a file
-    // is listed when a match is found before the searcher meets the NUL). count and content go
-    // on past the point where the searcher meets it, with NUL bytes read as line breaks, so that
-    // a file found binary after its first matches is searched right up to the NUL, where its
-    // results are cut with a note ([`BinaryCut`]). Both report the same files: a file whose
-    // NUL is met before any match is skipped as binary in every mode.
+    // What is binary is decided before the searcher sees the bytes ([`TextPart`]: a file is
+    // searched up to its first line holding a NUL byte) and as lines are found ([`BinaryCut`]).
+    // The searcher's own detection is for UTF-16 text, which it decodes itself: a NUL in the
+    // decoded text stops files_with_matches, as `rg -l` does; count and content go on with
+    // NUL read as a line break, and cut their results at it.
     let binary =
         if mode == Mode::FilesWithMatches { BinaryDetection::quit(b'\x00') } else { BinaryDetection::convert(b'\x00') };
     let mut b = SearcherBuilder::new();
@@ -373,38 +374,44 @@ impl<'a> GrepVisitor<'a> {
         match self.acc.mode {
             Mode::FilesWithMatches => {
                 let mut sink = FirstMatch::default();
-                let res = self.searcher.search_file(self.matcher, &file, &mut sink);
+                let mut text = TextPart::new(&file);
+                let res = self.searcher.search_reader(self.matcher, &mut text, &mut sink);
                 self.finished(&path, res);
+                sink.cut.text_ended(sink.matched, text.binary());
                 if sink.matched {
                     self.acc.listed.push((meta.mtime_ns, path));
-                } else if sink.binary {
-                    self.acc.binary += 1;
+                } else {
+                    self.acc.skipped_binary(sink.cut);
                 }
             }
             Mode::Count => {
                 let mut sink = Counter::default();
-                let res = self.searcher.search_file(self.matcher, &file, &mut sink);
+                let mut text = TextPart::new(&file);
+                let res = self.searcher.search_reader(self.matcher, &mut text, &mut sink);
                 self.finished(&path, res);
+                sink.cut.text_ended(sink.lines > 0, text.binary());
                 if sink.lines > 0 {
-                    if let Some(nul) = sink.cut.nul {
-                        self.acc.binary_cut.push((path.clone(), nul));
+                    if let Some(at) = sink.cut.at {
+                        self.acc.binary_cut.push((path.clone(), at));
                     }
                     self.acc.counts.push((path, sink.lines));
-                } else if sink.cut.skipped {
-                    self.acc.binary += 1;
+                } else {
+                    self.acc.skipped_binary(sink.cut);
                 }
             }
             Mode::Content => {
                 let mut sink = Collect::default();
-                let res = self.searcher.search_file(self.matcher, &file, &mut sink);
+                let mut text = TextPart::new(&file);
+                let res = self.searcher.search_reader(self.matcher, &mut text, &mut sink);
                 self.finished(&path, res);
+                sink.cut.text_ended(sink.hits.matched_lines > 0, text.binary());
                 if sink.hits.matched_lines > 0 {
-                    if let Some(nul) = sink.cut.nul {
-                        self.acc.binary_cut.push((path.clone(), nul));
+                    if let Some(at) = sink.cut.at {
+                        self.acc.binary_cut.push((path.clone(), at));
                     }
                     self.acc.content.insert(path, sink.hits);
-                } else if sink.cut.skipped {
-                    self.acc.binary += 1;
+                } else {
+                    self.acc.skipped_binary(sink.cut);
                 }
             }
         }
@@ -438,63 +445,31 @@ impl FileVisitor for GrepVisitor<'_> {
     }
 }
 
-/// files_with_matches: stop at the first match.
+/// files_with_matches: stop at the first match (a match on a binary line is no match: the
+/// file is binary from there).
 #[derive(Default)]
 struct FirstMatch {
     matched: bool,
-    binary: bool,
+    cut: BinaryCut,
 }
 
 impl Sink for FirstMatch {
     type Error = std::io::Error;
 
-    fn matched(&mut self, _: &Searcher, _: &SinkMatch<'_>) -> Result<bool, Self::Error> {
+    fn matched(&mut self, _: &Searcher, mat: &SinkMatch<'_>) -> Result<bool, Self::Error> {
+        let mut offset = mat.absolute_byte_offset();
+        for line in LineIter::new(b'\n', mat.bytes()) {
+            if self.cut.line_is_binary(false, line, offset) {
+                return Ok(false);
+            }
+            offset += line.len() as u64;
+        }
         self.matched = true;
         Ok(false)
     }
 
-    fn binary_data(&mut self, _: &Searcher, _: u64) -> Result<bool, Self::Error> {
-        self.binary = true;
-        Ok(false)
-    }
-}
-
-/// count and content: what a NUL byte did to one file's search.
-///
-/// A file whose NUL byte the searcher meets before any match is binary and skipped. Met after
-/// matches were found (the searcher meets binary data a buffer at a time, so this is a NUL
-/// some way into a large file), the file keeps its results up to the NUL, and a note says
-/// they stop there. The searcher reads NUL bytes as line breaks and goes on, so the lines
-/// between the last buffer it searched and the NUL are searched too.
-#[derive(Debug, Default)]
-struct BinaryCut {
-    /// Binary before the first match: skipped.
-    skipped: bool,
-    /// The offset of the NUL byte in a file with results before it.
-    nul: Option<u64>,
-}
-
-impl BinaryCut {
-    /// The sink's `binary_data`: whether to go on searching.
-    fn binary_data(&mut self, found: bool, offset: u64) -> bool {
-        if !found {
-            self.skipped = true;
-            return false;
-        }
-        self.nul.get_or_insert(offset);
-        true
-    }
-
-    /// The bytes of a match or context block starting at byte `start` of the file, up to the
-    /// NUL, and whether the NUL was reached (nothing after it is reported: the search stops).
-    fn before_nul<'b>(&self, bytes: &'b [u8], start: u64) -> (&'b [u8], bool) {
-        match self.nul {
-            Some(nul) => {
-                let keep = usize::try_from(nul.saturating_sub(start)).unwrap_or(usize::MAX);
-                if keep < bytes.len() { (&bytes[..keep], true) } else { (bytes, false) }
-            }
-            None => (bytes, false),
-        }
+    fn binary_data(&mut self, _: &Searcher, offset: u64) -> Result<bool, Self::Error> {
+        Ok(self.cut.binary_data(false, offset))
     }
 }
 
@@ -510,11 +485,20 @@ impl Sink for Counter {
 
     fn matched(&mut self, searcher: &Searcher, mat: &SinkMatch<'_>) -> Result<bool, Self::Error> {
         let (bytes, reached) = self.cut.before_nul(mat.bytes(), mat.absolute_byte_offset());
-        self.lines += if searcher.multi_line() {
-            LineIter::new(b'\n', bytes).count() as u64
-        } else {
-            u64::from(!(reached && bytes.is_empty()))
-        };
+        if !searcher.multi_line() && reached && bytes.is_empty() {
+            return Ok(false);
+        }
+        let mut offset = mat.absolute_byte_offset();
+        for line in LineIter::new(b'\n', bytes) {
+            if self.cut.line_is_binary(self.lines > 0, line, offset) {
+                return Ok(false);
+            }
+            offset += line.len() as u64;
+            self.lines += 1;
+            if !searcher.multi_line() {
+                break;
+            }
+        }
         Ok(!reached)
     }
 
@@ -576,7 +560,12 @@ impl Sink for Collect {
     fn matched(&mut self, _: &Searcher, mat: &SinkMatch<'_>) -> Result<bool, Self::Error> {
         let first = mat.line_number().unwrap_or(0);
         let (bytes, reached) = self.cut.before_nul(mat.bytes(), mat.absolute_byte_offset());
+        let mut offset = mat.absolute_byte_offset();
         for (i, line) in LineIter::new(b'\n', bytes).enumerate() {
+            if self.cut.line_is_binary(self.hits.matched_lines > 0, line, offset) {
+                return Ok(false);
+            }
+            offset += line.len() as u64;
             self.hits.matched_lines += 1;
             if self.hits.kept_lines < MAX_FILE_LINES {
                 self.hits.push(Line::Match(first + i as u64, display_line(line)));
@@ -589,6 +578,9 @@ impl Sink for Collect {
 
     fn context(&mut self, _: &Searcher, ctx: &SinkContext<'_>) -> Result<bool, Self::Error> {
         let (bytes, reached) = self.cut.before_nul(ctx.bytes(), ctx.absolute_byte_offset());
+        if self.cut.line_is_binary(self.hits.matched_lines > 0, bytes, ctx.absolute_byte_offset()) {
+            return Ok(false);
+        }
         if !bytes.is_empty() && self.hits.kept_lines < MAX_FILE_LINES {
             self.hits.push(Line::Context(ctx.line_number().unwrap_or(0), display_line(bytes)));
         }
@@ -615,10 +607,12 @@ fn display_line(bytes: &[u8]) -> String {
     // A character is at most 4 bytes: this many bytes always hold more than the cap.
     let head = &bytes[..bytes.len().min(MAX_LINE_CHARS * 4 + 4)];
     let text = String::from_utf8_lossy(head);
-    match text.char_indices().nth(MAX_LINE_CHARS) {
+    let text = match text.char_indices().nth(MAX_LINE_CHARS) {
         Some((cut, _)) => format!("{}[...line truncated]", &text[..cut]),
         None => text.into_owned(),
-    }
+    };
+    // As read shows them: a raw ESC or CR would act on a terminal.
+    super::read::mark_controls(&text).0.into_owned()
 }
 
 /// content: the files that can still be shown, by path. Shown output takes files in path
@@ -668,8 +662,10 @@ struct Accum {
     /// Files searched to the end (binary ones included), not those that failed.
     searched: usize,
     binary: usize,
-    /// Files with results that turned out binary later on: where their NUL byte is.
-    binary_cut: Vec<(PathBuf, u64)>,
+    /// The first file skipped as binary, and why (said when it is the one file searched).
+    first_binary: Option<BinaryFrom>,
+    /// Files with results that turned out binary later on: where their binary part starts.
+    binary_cut: Vec<(PathBuf, BinaryFrom)>,
     /// Files that could not be searched (to the end).
     failures: Vec<Failure>,
     errors: WalkErrors,
@@ -685,6 +681,7 @@ impl Accum {
             mode,
             searched: 0,
             binary: 0,
+            first_binary: None,
             binary_cut: Vec::new(),
             failures: Vec::new(),
             errors: WalkErrors::default(),
@@ -697,6 +694,9 @@ impl Accum {
     fn merge(&mut self, v: Accum) {
         self.searched += v.searched;
         self.binary += v.binary;
+        if self.first_binary.is_none() {
+            self.first_binary = v.first_binary;
+        }
         self.binary_cut.extend(v.binary_cut);
         self.failures.extend(v.failures);
         self.failures.sort();
@@ -706,20 +706,29 @@ impl Accum {
         self.content.merge(v.content);
     }
 
+    /// A file with no results: binary ones are counted.
+    fn skipped_binary(&mut self, cut: BinaryCut) {
+        if let Some(from) = cut.skipped {
+            self.binary += 1;
+            self.first_binary.get_or_insert(from);
+        }
+    }
+
     /// At most this many files are named in each of the notes below.
     const NOTE_FILES: usize = 3;
 
-    /// One note per file whose results stop at a NUL byte found after its first matches.
+    /// One note per file whose results stop at binary data found after its first matches.
     fn binary_cut_notes(&mut self, shown: &Path, real: &Path) -> Vec<String> {
         self.binary_cut.sort();
         let mut notes: Vec<String> = self
             .binary_cut
             .iter()
             .take(Self::NOTE_FILES)
-            .map(|(p, nul)| {
+            .map(|(p, at)| {
                 format!(
-                    "[{}: a NUL byte at byte {nul} marks it as binary; its results stop there]",
-                    walk::clip_path(shown, &walk::shown_path(shown, real, p))
+                    "[{}: {} marks it as binary; its results stop there]",
+                    walk::clip_path(shown, &walk::shown_path(shown, real, p)),
+                    at.what
                 )
             })
             .collect();
@@ -727,7 +736,7 @@ impl Accum {
         if more > 0 {
             let files = if more == 1 { "file" } else { "files" };
             notes.push(format!(
-                "[{more} more {files} turned binary (a NUL byte) after their first matches; their results stop at it]"
+                "[{more} more {files} turned binary after their first matches; their results stop there]"
             ));
         }
         notes
@@ -850,11 +859,21 @@ fn no_match_hint(
     single: bool,
     acc: &Accum,
 ) -> String {
-    if single && acc.binary > 0 {
-        return format!(
-            "{} is a binary file (it contains a NUL byte), so it was not searched. grep searches text files.",
-            shown.display()
-        );
+    if single && let Some(from) = &acc.first_binary {
+        return if from.start == 0 {
+            format!(
+                "{} is a binary file ({}), so it was not searched. grep searches text files.",
+                shown.display(),
+                from.what
+            )
+        } else {
+            format!(
+                "{} is text up to byte {}, then binary: {}. The text part was searched; the rest was not (grep searches text, line by line, as read shows it).",
+                shown.display(),
+                from.start,
+                from.what
+            )
+        };
     }
     let mut hint = if single {
         format!("Searched the file {}", shown.display())
@@ -925,6 +944,31 @@ mod tests {
         let e = check_syntax(r"(\w+) \1", false, false).unwrap_err();
         assert_eq!(e.code, ErrorCode::UnsupportedRegex);
         assert!(e.message.contains(r"backreference `\1`"), "{}", e.message);
+    }
+
+    #[test]
+    fn other_dialects_are_named() {
+        for (p, named) in [
+            (r"(?P<w>\w+) (?P=w)", "backreference `(?P=w)`"),
+            (r"(?<w>\w+) \k<w>", r"backreference `\k<w>`"),
+            (r"(?<w>\w+) \k'w'", r"backreference `\k'w'`"),
+            (r"(?<w>\w+) \k{w}", r"backreference `\k{w}`"),
+            (r"(\w+) \g{1}", r"backreference `\g{1}`"),
+            (r"(\w+) \g1", r"backreference `\g1`"),
+            (r"(\w+) \g{-1}", r"backreference `\g{-1}`"),
+            (r"(?>a+)b", "atomic group `(?>…)`"),
+        ] {
+            let e = check_syntax(p, false, false).unwrap_err();
+            assert_eq!(e.code, ErrorCode::UnsupportedRegex, "{p}: {}", e.message);
+            assert!(e.message.contains(named), "{p}: {}", e.message);
+        }
+        let e = check_syntax(r"x(?>ab|a)c", false, false).unwrap_err();
+        assert!(e.message.contains("use a plain group instead: `x(?:ab|a)c`"), "{}", e.message);
+        assert!(matcher(r"x(?:ab|a)c", false).is_ok());
+        // Other unknown flags and escapes stay invalid-regex errors.
+        assert_eq!(code(r"(?Q)a"), ErrorCode::InvalidRegex);
+        assert_eq!(code(r"\k"), ErrorCode::InvalidRegex);
+        assert_eq!(code(r"\q"), ErrorCode::InvalidRegex);
     }
 
     #[test]
@@ -1045,21 +1089,6 @@ mod tests {
                 )
             );
         }
-    }
-
-    #[test]
-    fn binary_cut_stops_at_the_nul() {
-        let mut cut = BinaryCut::default();
-        assert_eq!(cut.before_nul(b"abc\n", 100), (&b"abc\n"[..], false));
-        assert!(cut.binary_data(true, 102));
-        assert_eq!(cut.before_nul(b"abc\n", 100), (&b"ab"[..], true));
-        assert_eq!(cut.before_nul(b"abc\n", 102), (&b""[..], true));
-        assert_eq!(cut.before_nul(b"abc\n", 90), (&b"abc\n"[..], false));
-        assert!(cut.binary_data(true, 500), "only the first NUL counts");
-        assert_eq!(cut.nul, Some(102));
-        let mut none = BinaryCut::default();
-        assert!(!none.binary_data(false, 7), "binary before any match: skip the file");
-        assert!(none.skipped && none.nul.is_none());
     }
 
     #[test]

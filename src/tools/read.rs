@@ -1,8 +1,11 @@
 //! `read`: numbered lines of a text file, with the file's identity and what was covered.
 //!
 //! The observation opens with one header line — path, content sha256 (prefix), line count and
-//! delivery mode (full | range | truncated) — then `<n>\t<line>` lines, then any truncation
-//! note. The read is recorded in the session so that `edit` and `write` can check it.
+//! delivery mode (full | range | truncated, and how many lines were cut short; "full" only when
+//! every character is shown) — then notes (line endings, a byte-order mark, control characters,
+//! invalid UTF-8), then `<n>\t<line>` lines, then any truncation note. What is shown is text:
+//! delivery stops at the first binary line (fsutil's rule, which grep applies to the lines it
+//! prints). The read is recorded in the session so that `edit` and `write` can check it.
 
 use std::io::{BufReader, Read as _};
 use std::path::Path;
@@ -96,8 +99,11 @@ impl Tool for Read {
         };
 
         let head = fsutil::read_head(&mut file).map_err(|e| io_error("read", shown, &e))?;
-        if let Some(kind) = fsutil::sniff_binary(&head) {
+        if let Some(kind) = fsutil::file_type(&head) {
             return Err(binary_error(shown, kind, &head, meta.len).into());
+        }
+        if let Some(wide) = fsutil::wide_text(&head) {
+            return Err(wide_text_error(shown, wide, meta.len).into());
         }
 
         let explicit_range = args.offset.is_some() || args.limit.is_some();
@@ -122,6 +128,11 @@ impl Tool for Read {
         let max_chars = ctx.output_cap(ctx.config.read.max_output_chars);
         let scan = scan(&mut reader, offset, limit, max_chars).map_err(|e| io_error("read", shown, &e))?;
 
+        if let Some(stop) = scan.binary.as_ref().filter(|_| scan.shown == 0) {
+            return Err(binary_line_error(shown, stop, meta.len)
+                .with_file(FileIdentity::new(shown, scan.sha256))
+                .into());
+        }
         if scan.total_lines > 0 && offset > scan.total_lines {
             return Err(ToolError::new(
                 ErrorCode::OffsetOutOfRange,
@@ -174,6 +185,24 @@ struct Scan {
     first_invalid_utf8: Option<u64>,
     /// Delivered lines cut at [`MAX_LINE_CHARS`]: shown, but not seen in full.
     cut: Vec<u64>,
+    /// Delivery stopped at this line: it is binary ([`fsutil::binary_line`]).
+    binary: Option<BinaryStop>,
+    /// The file starts with a UTF-8 byte-order mark (not shown).
+    bom: bool,
+    /// Control characters shown as symbols ([`mark_controls`]), and the first line with one.
+    controls: Controls,
+    first_control_line: Option<u64>,
+}
+
+/// The first binary line among those read would have shown.
+struct BinaryStop {
+    line: u64,
+    /// File offset of the line's first byte.
+    start: u64,
+    what: fsutil::BinaryLine,
+    /// CRLF and LF line ends before this line.
+    crlf: u64,
+    lf: u64,
 }
 
 impl Scan {
@@ -200,7 +229,9 @@ impl Scan {
 }
 
 /// Stream the file once: hash every byte, count every line, keep only the requested lines.
-/// Memory stays bounded by the output budget whatever the file's size.
+/// Memory stays bounded by the output budget whatever the file's size. Delivery stops at the
+/// first line that is binary: what read shows is text, line by line, by the same rule grep
+/// applies to the lines it prints.
 fn scan(reader: &mut impl std::io::BufRead, offset: u64, limit: u64, max_chars: usize) -> std::io::Result<Scan> {
     let mut hasher = Sha256::new();
     let mut s = Scan {
@@ -215,40 +246,64 @@ fn scan(reader: &mut impl std::io::BufRead, offset: u64, limit: u64, max_chars: 
         lf_lines: 0,
         first_invalid_utf8: None,
         cut: Vec::new(),
+        binary: None,
+        bom: false,
+        controls: Controls::default(),
+        first_control_line: None,
     };
     let last_wanted = offset.saturating_add(limit - 1);
     let mut line = Vec::new();
     // Phase 1: line by line, until the requested range is delivered. A line keeps at most
     // enough bytes to show its first MAX_LINE_CHARS characters: a 200 MB line costs no memory.
+    // (The first line keeps at least enough to see a byte-order mark.)
     let mut last_byte = None;
     loop {
-        let keep = if s.total_lines + 1 >= offset { LINE_KEEP_BYTES } else { 0 };
+        let keep = if s.total_lines + 1 >= offset {
+            LINE_KEEP_BYTES
+        } else if s.total_lines == 0 {
+            fsutil::UTF8_BOM.len()
+        } else {
+            0
+        };
         let Some(end) = next_line(reader, &mut hasher, keep, &mut line)? else { break };
         last_byte = Some(end.last);
+        let line_start = s.size;
         s.size += end.len;
         s.total_lines += 1;
         let no = s.total_lines;
+        let ends_before = (s.crlf_lines, s.lf_lines);
         match (end.newline, end.cr) {
             (true, true) => s.crlf_lines += 1,
             (true, false) => s.lf_lines += 1,
             _ => {}
         }
+        let mut content = &line[..];
+        if no == 1 && content.starts_with(fsutil::UTF8_BOM) {
+            s.bom = true;
+            content = &content[fsutil::UTF8_BOM.len()..];
+        }
         if no >= offset && !s.hit_char_cap {
             let content = if end.clipped {
                 // The prefix may end inside a multi-byte character: drop that partial tail.
-                match std::str::from_utf8(&line) {
-                    Err(e) if e.error_len().is_none() => &line[..e.valid_up_to()],
-                    _ => &line[..],
+                match std::str::from_utf8(content) {
+                    Err(e) if e.error_len().is_none() => &content[..e.valid_up_to()],
+                    _ => content,
                 }
             } else {
-                let c = line.strip_suffix(b"\n").unwrap_or(&line);
+                let c = content.strip_suffix(b"\n").unwrap_or(content);
                 if end.cr { c.strip_suffix(b"\r").unwrap_or(c) } else { c }
             };
-            let text = String::from_utf8_lossy(content);
-            if matches!(text, std::borrow::Cow::Owned(_)) && s.first_invalid_utf8.is_none() {
-                s.first_invalid_utf8 = Some(no);
+            if let Some(what) = fsutil::binary_line(content, end.nul) {
+                // Line endings are told for the text read showed, not for line breaks that
+                // happen to be in binary data.
+                let (crlf, lf) = ends_before;
+                s.binary = Some(BinaryStop { line: no, start: line_start, what, crlf, lf });
+                break;
             }
+            let text = String::from_utf8_lossy(content);
+            let invalid = matches!(text, std::borrow::Cow::Owned(_));
             let (text, cut) = cut_line(&text);
+            let (text, controls) = mark_controls(&text);
             let entry = format!("{no}\t{text}\n");
             if s.shown > 0 && s.body.len() + entry.len() > max_chars {
                 s.hit_char_cap = true;
@@ -256,6 +311,13 @@ fn scan(reader: &mut impl std::io::BufRead, offset: u64, limit: u64, max_chars: 
                 if cut {
                     s.cut.push(no);
                 }
+                if invalid && s.first_invalid_utf8.is_none() {
+                    s.first_invalid_utf8 = Some(no);
+                }
+                if !controls.is_empty() && s.first_control_line.is_none() {
+                    s.first_control_line = Some(no);
+                }
+                s.controls.0 |= controls.0;
                 s.body.push_str(&entry);
                 s.shown += 1;
             }
@@ -308,6 +370,8 @@ struct LineEnd {
     /// Longer than the bytes kept.
     clipped: bool,
     last: u8,
+    /// The offset in the line of its first NUL byte, kept or not.
+    nul: Option<usize>,
 }
 
 /// Read one line: hash all of it, keep at most `keep` bytes of it in `out`. `None` at the end.
@@ -318,7 +382,7 @@ fn next_line(
     out: &mut Vec<u8>,
 ) -> std::io::Result<Option<LineEnd>> {
     out.clear();
-    let (mut len, mut tail) = (0u64, [0u8; 2]);
+    let (mut len, mut tail, mut nul) = (0u64, [0u8; 2], None);
     loop {
         let buf = reader.fill_buf()?;
         if buf.is_empty() {
@@ -329,6 +393,9 @@ fn next_line(
             None => (buf, false),
         };
         hasher.update(chunk);
+        if nul.is_none() {
+            nul = memchr::memchr(0, chunk).map(|i| len as usize + i);
+        }
         let room = keep.saturating_sub(out.len());
         out.extend_from_slice(&chunk[..chunk.len().min(room)]);
         tail = match chunk {
@@ -353,6 +420,7 @@ fn next_line(
         cr: newline && len >= 2 && tail[0] == b'\r',
         clipped: len > out.len() as u64,
         last: tail[1],
+        nul,
     }))
 }
 
@@ -362,6 +430,81 @@ pub(crate) fn cut_line(text: &str) -> (std::borrow::Cow<'_, str>, bool) {
         Some((at, _)) => (format!("{}{LINE_CUT_MARKER}", &text[..at]).into(), true),
         None => (text.into(), false),
     }
+}
+
+/// Control characters seen: bit n for the character with code n (n < 32), bit 32 for DEL.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Controls(pub u64);
+
+impl Controls {
+    pub fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+
+    fn bit(c: char) -> Option<u32> {
+        match c {
+            '\t' | '\n' => None,
+            c if (c as u32) < 0x20 => Some(c as u32),
+            '\u{7f}' => Some(32),
+            _ => None,
+        }
+    }
+
+    /// "␛ is ESC (\u001b), ␍ is CR (\r)" for the characters seen, at most five named.
+    pub fn legend(self) -> String {
+        let mut parts = Vec::new();
+        for bit in 0..=32u32 {
+            if self.0 & (1 << bit) == 0 {
+                continue;
+            }
+            let code = if bit == 32 { 0x7f } else { bit };
+            let symbol = if bit == 32 { '\u{2421}' } else { char::from_u32(0x2400 + bit).unwrap_or('?') };
+            let name = match code {
+                0x07 => "BEL",
+                0x08 => "backspace",
+                0x0b => "vertical tab",
+                0x0c => "form feed",
+                0x0d => "CR",
+                0x1b => "ESC",
+                0x7f => "DEL",
+                _ => "the control character",
+            };
+            let escape = if code == 0x0d { "\\r".to_string() } else { format!("\\u{code:04x}") };
+            let extra = if code == 0x1b { ", as in terminal colour codes" } else { "" };
+            parts.push(format!("{symbol} is {name} ({escape}{extra})"));
+        }
+        let more = parts.len().saturating_sub(5);
+        parts.truncate(5);
+        let mut s = parts.join(", ");
+        if more > 0 {
+            s.push_str(&format!(" and {more} more"));
+        }
+        s
+    }
+}
+
+/// Control characters as the visible symbols of Unicode's Control Pictures block (ESC as ␛,
+/// a CR inside a line as ␍): raw, they would act on a terminal and be invisible to the model.
+/// One character for one, so the cut and the character counts stay the same. Tab is kept.
+pub(crate) fn mark_controls(text: &str) -> (std::borrow::Cow<'_, str>, Controls) {
+    let mut seen = Controls::default();
+    for c in text.chars() {
+        if let Some(bit) = Controls::bit(c) {
+            seen.0 |= 1 << bit;
+        }
+    }
+    if seen.is_empty() {
+        return (text.into(), seen);
+    }
+    let marked = text
+        .chars()
+        .map(|c| match Controls::bit(c) {
+            Some(32) => '\u{2421}',
+            Some(bit) => char::from_u32(0x2400 + bit).unwrap_or(c),
+            None => c,
+        })
+        .collect::<String>();
+    (marked.into(), seen)
 }
 
 fn render(shown: &Path, s: &Scan, offset: u64, limit_given: bool) -> (String, bool) {
@@ -376,25 +519,51 @@ fn render(shown: &Path, s: &Scan, offset: u64, limit_given: bool) -> (String, bo
     }
     let (first, last) = s.shown_range().unwrap_or((offset, offset));
     let reached_end = last >= total;
-    // Cut short of what was asked: by the output budget, or by the default limit (a limit
-    // the model chose itself is a range, not a truncation).
-    let truncated = s.hit_char_cap || (!reached_end && !limit_given);
-    let mode = if first == 1 && reached_end {
-        "full".to_string()
+    // Cut short of what was asked: by the output budget, by binary lines, or by the default
+    // limit (a limit the model chose itself is a range, not a truncation).
+    let truncated = s.hit_char_cap || s.binary.is_some() || (!reached_end && !limit_given);
+    let mut mode = if first == 1 && reached_end {
+        if s.cut.is_empty() { "full".to_string() } else { "all lines".to_string() }
     } else if truncated {
         format!("truncated: lines {first}-{last}")
     } else {
         format!("range {first}-{last}")
     };
+    // "full" promises every character: a line cut at MAX_LINE_CHARS breaks that promise.
+    if !s.cut.is_empty() {
+        mode.push_str(&format!(", {} cut short", super::plural(s.cut.len() as u64, "line", "lines")));
+    }
     let mut out = format!("[read {} · sha256 {hash} · {lines} · {mode}]\n", super::path_line(shown));
-    if s.crlf_lines > 0 {
-        let note = if s.lf_lines > 0 {
-            format!("mixed line endings ({} CRLF, {} LF); CR is not shown", s.crlf_lines, s.lf_lines)
+    if s.bom {
+        out.push_str(
+            "[note: the file starts with a UTF-8 byte-order mark (BOM, U+FEFF), which is not shown. edit keeps it: old_string never needs it. write replaces it unless content starts with \\ufeff]\n",
+        );
+    }
+    let (crlf_lines, lf_lines) = s.binary.as_ref().map_or((s.crlf_lines, s.lf_lines), |b| (b.crlf, b.lf));
+    if crlf_lines > 0 {
+        let note = if lf_lines > 0 {
+            format!("mixed line endings ({crlf_lines} CRLF, {lf_lines} LF); CR is not shown")
         } else {
-            "CRLF line endings; CR is not shown. edit matches bytes exactly: write \\r\\n in old_string and new_string"
+            "CRLF line endings; CR is not shown. edit matches bytes exactly: write \\r\\n in old_string (in new_string, plain \\n line breaks are written as \\r\\n)"
                 .to_string()
         };
         out.push_str(&format!("[note: {note}]\n"));
+    }
+    let mut controls = s.controls;
+    let cr_bit = 1 << 0x0d;
+    if crlf_lines == 0 && lf_lines == 0 && controls.0 & cr_bit != 0 {
+        controls.0 &= !cr_bit;
+        out.push_str(&format!(
+            "[note: this file's line breaks are CR (\\r) alone, with no LF, so read, grep and edit see it as one line, each CR shown as ␍. In edit's old_string and new_string write a break as \\r. To split it into lines, convert it with bash (this changes its line endings): `tr '\\r' '\\n' < {p} > {p}.tmp && mv {p}.tmp {p}`]\n",
+            p = shown.display()
+        ));
+    }
+    if !controls.is_empty() {
+        out.push_str(&format!(
+            "[note: control characters are shown as symbols: {}; the first is on line {}. They are single characters in the file: in edit's old_string and new_string write them as the JSON escapes given]\n",
+            controls.legend(),
+            s.first_control_line.unwrap_or(first)
+        ));
     }
     if let Some(at) = s.first_invalid_utf8 {
         out.push_str(&format!(
@@ -408,14 +577,25 @@ fn render(shown: &Path, s: &Scan, offset: u64, limit_given: bool) -> (String, bo
         ));
     }
     out.push_str(&s.body);
-    if truncated {
+    if let Some(b) = &s.binary {
+        out.push_str(&format!(
+            "[binary from line {}: {}. read shows text only, so it stops there; {} above {} text. To inspect the rest use bash, e.g. `tail -c +{} {} | xxd | head`.{}]\n",
+            b.line,
+            b.what.describe(b.start),
+            if first == last { format!("line {first}") } else { format!("lines {first}-{last}") },
+            if first == last { "is" } else { "are" },
+            b.start + 1,
+            shown.display(),
+            b.what.legacy_hint(shown)
+        ));
+    } else if truncated {
         let why = if s.hit_char_cap { " (the output size limit was reached)" } else { "" };
         out.push_str(&format!(
             "[truncated: showing lines {first}-{last} of {total}{why}. Use offset/limit to read more: the next offset is {}.]\n",
             last + 1
         ));
     }
-    (out, truncated)
+    (out, truncated || !s.cut.is_empty())
 }
 
 fn binary_error(shown: &Path, kind: &str, head: &[u8], size: u64) -> ToolError {
@@ -431,6 +611,44 @@ fn binary_error(shown: &Path, kind: &str, head: &[u8], size: u64) -> ToolError {
             "{} is a binary file: {kind}{dims}, {}. {what}. To inspect it, use bash (e.g. `file`, `xxd | head`), or read the text file it was built from.",
             shown.display(),
             human_bytes(size)
+        ),
+    )
+}
+
+/// The first line read would show is binary: the whole file (line 1), or from the start of
+/// the range asked for.
+fn binary_line_error(shown: &Path, stop: &BinaryStop, size: u64) -> ToolError {
+    let what = stop.what.describe(stop.start);
+    let hint = stop.what.legacy_hint(shown);
+    let message = if stop.line == 1 {
+        format!(
+            "{} is a binary file: {what}, {}. read returns text only and does not dump binary bytes. To inspect it, use bash (e.g. `file`, `xxd | head`), or read the text file it was built from.{hint}",
+            shown.display(),
+            human_bytes(size)
+        )
+    } else {
+        format!(
+            "line {} of {}, where this range starts, is binary: {what}. read returns text only and does not dump binary bytes. Read a range before it, or inspect the bytes with bash, e.g. `tail -c +{} {} | xxd | head`.{hint}",
+            stop.line,
+            shown.display(),
+            stop.start + 1,
+            shown.display()
+        )
+    };
+    ToolError::new(ErrorCode::BinaryFile, message)
+}
+
+/// UTF-16 or UTF-32 text: named, with the conversion that makes it readable.
+fn wide_text_error(shown: &Path, wide: fsutil::WideText, size: u64) -> ToolError {
+    ToolError::new(
+        ErrorCode::BinaryFile,
+        format!(
+            "{p} is {name} text (it starts with a byte-order mark), {size}. read and edit work on UTF-8 text only. To see it, convert it on the fly with bash: `iconv -f {iconv} -t UTF-8 {p} | head -n 200`. To read and edit it here, convert the file to UTF-8 first, if the project allows (this rewrites it): `iconv -f {iconv} -t UTF-8 {p} > {p}.tmp && mv {p}.tmp {p}`.{grep}",
+            p = shown.display(),
+            name = wide.name,
+            size = human_bytes(size),
+            iconv = wide.iconv,
+            grep = if wide.iconv == "UTF-16" { " grep searches UTF-16 files as they are." } else { "" }
         ),
     )
 }
@@ -509,6 +727,101 @@ mod tests {
         let s = scan_str(&line, 1, 1);
         assert_eq!(s.first_invalid_utf8, None);
         assert_eq!(s.cut, vec![1]);
+    }
+
+    fn random_bytes(n: usize, seed: u32) -> Vec<u8> {
+        let mut x = seed;
+        (0..n)
+            .map(|_| {
+                x = x.wrapping_mul(1_103_515_245).wrapping_add(12345);
+                (x >> 16) as u8
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_nul_past_the_first_8_kib_stops_delivery_at_its_line() {
+        // The NUL sits at byte 8192, just past what the old 8 KiB sniff looked at.
+        let mut data = "x".repeat(127) + "\n";
+        data = data.repeat(64);
+        let mut bytes = data.into_bytes();
+        assert_eq!(bytes.len(), 8192);
+        bytes.extend_from_slice(b"\x00tail\nafter\n");
+        let s = scan(&mut std::io::Cursor::new(bytes), 1, 2000, 1_000_000).unwrap();
+        assert_eq!(s.shown, 64);
+        let b = s.binary.as_ref().unwrap();
+        assert_eq!((b.line, b.start, b.what.nul), (65, 8192, Some(0)));
+        assert_eq!(s.total_lines, 66);
+        let (text, truncated) = render(Path::new("/w/f"), &s, 1, false);
+        assert!(truncated);
+        assert!(text.contains("· truncated: lines 1-64]"), "{}", &text[..200]);
+        assert!(text.ends_with("[binary from line 65: binary data with a NUL byte at byte 8192. read shows text only, so it stops there; lines 1-64 above are text. To inspect the rest use bash, e.g. `tail -c +8193 /w/f | xxd | head`.]\n"), "{}", &text[text.len() - 300..]);
+    }
+
+    #[test]
+    fn a_shell_header_then_200_kb_of_random_bytes_shows_the_header_only() {
+        // The issue's case: 99,705 U+FFFD characters came back.
+        let mut bytes = b"#!/bin/sh\ntail -n +3 \"$0\" | tar xz\n".to_vec();
+        bytes.extend(random_bytes(200_000, 7));
+        let s = scan(&mut std::io::Cursor::new(bytes), 1, 2000, 100_000).unwrap();
+        assert_eq!(s.shown, 2);
+        assert_eq!(s.binary.as_ref().map(|b| b.line), Some(3));
+        assert!(!s.body.contains('\u{fffd}'), "{}", s.body);
+        let (text, _) = render(Path::new("/w/f"), &s, 1, false);
+        assert!(text.len() < 1000, "{text}");
+        // A range inside the random part: nothing to deliver, so run() refuses it.
+        let mut bytes = b"#!/bin/sh\n".to_vec();
+        bytes.extend(random_bytes(200_000, 7));
+        let s = scan(&mut std::io::Cursor::new(bytes), 40, 10, 100_000).unwrap();
+        assert_eq!((s.shown, s.binary.as_ref().map(|b| b.line)), (0, Some(40)));
+    }
+
+    #[test]
+    fn bom_is_not_shown_and_noted() {
+        let s = scan_str("\u{feff}import os\nx\n", 1, 10);
+        assert!(s.bom);
+        assert_eq!(s.body, "1\timport os\n2\tx\n");
+        let (text, _) = render(Path::new("/w/f"), &s, 1, false);
+        assert!(text.contains("UTF-8 byte-order mark"), "{text}");
+        // Seen even when line 1 is not delivered.
+        assert!(scan_str("\u{feff}a\nb\n", 2, 1).bom);
+        assert!(!scan_str("a\u{feff}\nb\n", 1, 5).bom);
+    }
+
+    #[test]
+    fn control_characters_are_marked_and_noted() {
+        let s = scan_str("plain\n\u{1b}[1mbold\u{1b}[0m\ta\u{7f}\n", 1, 10);
+        assert_eq!(s.body, "1\tplain\n2\t\u{241b}[1mbold\u{241b}[0m\ta\u{2421}\n");
+        assert_eq!(s.first_control_line, Some(2));
+        let (text, _) = render(Path::new("/w/f"), &s, 1, false);
+        assert!(text.contains("␛ is ESC (\\u001b, as in terminal colour codes), ␡ is DEL (\\u007f)"), "{text}");
+        assert_eq!(mark_controls("tab\tstays").0, "tab\tstays");
+    }
+
+    #[test]
+    fn cr_only_files_get_their_own_note() {
+        let s = scan_str("one\rtwo\rthree\r", 1, 10);
+        assert_eq!(s.total_lines, 1);
+        let (text, _) = render(Path::new("/w/f"), &s, 1, false);
+        assert!(text.contains("line breaks are CR (\\r) alone"), "{text}");
+        assert!(!text.contains("control characters are shown"), "CR is told once: {text}");
+        assert!(text.contains("1\tone␍two␍three␍\n"), "{text}");
+        // A CR inside an LF file is only marked.
+        let (text, _) = render(Path::new("/w/f"), &scan_str("10%\r100%\nok\n", 1, 10), 1, false);
+        assert!(!text.contains("alone") && text.contains("␍ is CR"), "{text}");
+    }
+
+    #[test]
+    fn cut_lines_make_the_header_say_so() {
+        let long = "x".repeat(MAX_LINE_CHARS + 1);
+        let s = scan_str(&format!("a\n{long}\n"), 1, 10);
+        let (text, truncated) = render(Path::new("/w/f"), &s, 1, false);
+        assert!(text.starts_with("[read /w/f · sha256 "), "{text}");
+        assert!(text.contains(" · 2 lines · all lines, 1 line cut short]\n"), "{}", &text[..120]);
+        assert!(truncated, "a cut line is a truncated output");
+        let s = scan_str(&format!("a\n{long}\nb\n"), 2, 1);
+        let (text, _) = render(Path::new("/w/f"), &s, 2, true);
+        assert!(text.contains(" · range 2-2, 1 line cut short]"), "{}", &text[..120]);
     }
 
     #[test]

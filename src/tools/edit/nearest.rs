@@ -29,6 +29,13 @@ const MAX_SCORED_LINES: usize = 48;
 const MAX_FULL_SCORE_LINES: usize = 2000;
 /// Characters of a line that take part in an edit-distance comparison.
 const MAX_CMP_CHARS: usize = 160;
+/// Bytes of a long line compared with a one-line old_string ([`focus`]).
+const FOCUS_BYTES: usize = MAX_CMP_CHARS * 3;
+/// Pieces of old_string searched for in a long line, and the granularity of their votes.
+const FOCUS_PIECES: usize = 16;
+const FOCUS_BUCKET: usize = 16;
+/// Bytes shown on each side of the nearest part of a long line.
+const LONG_LINE_CONTEXT: usize = 60;
 /// Below this the nearest window is not worth showing.
 const MIN_SIMILARITY: f64 = 0.4;
 /// Lines of the nearest window shown.
@@ -40,6 +47,11 @@ const MAX_SHOWN_CHARS: usize = 300;
 const CUT: &str = "[...line truncated]";
 /// Lines named per kind of whitespace difference.
 const MAX_EXAMPLES: usize = 3;
+/// new_string is worth pointing out in the file when it has at least this many characters
+/// (without the whitespace around it)...
+const MIN_ALREADY_CHARS: usize = 3;
+/// ...and is found at most this many times.
+const MAX_ALREADY: usize = 3;
 
 /// The explanation that follows "old_string was not found in PATH." (several lines, no
 /// trailing newline). `new_string` is used to notice an edit that was already applied.
@@ -53,13 +65,10 @@ pub(super) fn explain(text: &str, needle: &str, new_string: &str, shown: &str) -
         return msg;
     }
     let mut out = String::new();
-    if !new_string.is_empty()
-        && let Some(p) = text.find(new_string)
-    {
+    if let Some(at) = already_there(text, needle, new_string) {
         let _ = writeln!(
             out,
-            "Note: new_string already appears in the file (at line {}): this edit may already have been applied, by an earlier call or by someone else.",
-            line_of(text, p)
+            "Note: new_string already appears in the file ({at}): this edit may already have been applied, by an earlier call or by someone else.",
         );
     }
     let (needle, prefix_note) = match strip_line_numbers(needle) {
@@ -78,7 +87,12 @@ pub(super) fn explain(text: &str, needle: &str, new_string: &str, shown: &str) -
     match best {
         Some(w) if w.score >= MIN_SIMILARITY => {
             let window = &file[w.start..w.start + w.len];
-            describe_window(&mut out, &want, ends_nl, window, w);
+            match long_line_part(&want, window) {
+                // One line of a long line (a minified file): show the part of it that is
+                // nearest, not its start.
+                Some((part, at)) => describe_window(&mut out, &want, ends_nl, &[part], w, Some(at)),
+                None => describe_window(&mut out, &want, ends_nl, window, w, None),
+            }
             out.push_str(
                 "Copy old_string from the numbered lines above exactly (without the line number and the tab after it), or read the file again if this is not the text you meant.",
             );
@@ -107,6 +121,22 @@ pub(super) fn explain(text: &str, needle: &str, new_string: &str, shown: &str) -
         }
     }
     out.trim_end().to_string()
+}
+
+/// Where new_string already is in the file, when that says something: it is distinctive (a few
+/// characters without the whitespace around them, not part of old_string, found at most
+/// [`MAX_ALREADY`] times). A `}` or a line found everywhere says nothing about whether the
+/// edit was applied.
+fn already_there(text: &str, old: &str, new: &str) -> Option<String> {
+    if new.trim().chars().count() < MIN_ALREADY_CHARS || old.contains(new) {
+        return None;
+    }
+    let at: Vec<usize> = text.match_indices(new).map(|(p, _)| p).take(MAX_ALREADY + 1).collect();
+    if at.is_empty() || at.len() > MAX_ALREADY {
+        return None;
+    }
+    let lines: Vec<String> = at.iter().map(|&p| line_of(text, p).to_string()).collect();
+    Some(if lines.len() == 1 { format!("at line {}", lines[0]) } else { format!("at lines {}", lines.join(", ")) })
 }
 
 /// Exact matches after undoing one common mistake.
@@ -151,6 +181,25 @@ fn exact_near_miss(text: &str, needle: &str) -> Option<String> {
             }
         }
     }
+    if needle.chars().any(|c| control_of(c).is_some()) {
+        let real: String = needle.chars().map(|c| control_of(c).unwrap_or(c)).collect();
+        if let Some(at) = where_found(text, &real) {
+            let named: Vec<String> = needle
+                .chars()
+                .filter_map(|c| control_of(c).map(|r| (c, r)))
+                .map(|(c, r)| format!("{} for {c}", json_escape(r)))
+                .fold(Vec::new(), |mut v, e| {
+                    if !v.contains(&e) {
+                        v.push(e);
+                    }
+                    v
+                });
+            return Some(format!(
+                "old_string has the symbols read shows for control characters (such as ␛ for ESC) where the file has the characters themselves. With each symbol written as its character, old_string matches {at}. In the JSON arguments write them as escapes: {} (in new_string too, or the symbols themselves are written to the file).",
+                named.join(", ")
+            ));
+        }
+    }
     if !needle.contains('\n') && needle.contains("\\n") {
         let unescaped = needle.replace("\\r", "\r").replace("\\n", "\n").replace("\\t", "\t").replace("\\\"", "\"");
         if let Some(at) = where_found(text, &unescaped) {
@@ -160,6 +209,21 @@ fn exact_near_miss(text: &str, needle: &str) -> Option<String> {
         }
     }
     None
+}
+
+/// The control character that read shows as `symbol` ([`crate::tools::read::mark_controls`]).
+fn control_of(symbol: char) -> Option<char> {
+    match symbol {
+        '\u{2400}'..='\u{241f}' => char::from_u32(symbol as u32 - 0x2400),
+        '\u{2421}' => Some('\u{7f}'),
+        _ => None,
+    }
+    .filter(|&c| c != '\t' && c != '\n')
+}
+
+/// A control character as a JSON string escape.
+fn json_escape(c: char) -> String {
+    if c == '\r' { "\\r".to_string() } else { format!("\\u{:04x}", u32::from(c)) }
 }
 
 /// "at line 12" / "at lines 12-14" / "3 times (first at line 12; ...)" for an exact search.
@@ -416,6 +480,8 @@ fn line_sim(a: &str, b: &str, free_start: bool, free_end: bool) -> f64 {
         let b: String = b.chars().take(MAX_CMP_CHARS).collect();
         return if a.is_empty() && b.is_empty() { 1.0 } else { strsim::normalized_levenshtein(&a, &b) };
     }
+    // A part of a long line: compare it where it most likely is, not with the line's start.
+    let b = if free_start && free_end && b.len() > FOCUS_BYTES { focus(a, b, FOCUS_BYTES).0 } else { b };
     let a: Vec<char> = a.chars().collect();
     if a.is_empty() {
         return 1.0;
@@ -447,6 +513,59 @@ fn semi_global(a: &[char], b: &[char], free_start: bool, free_end: bool) -> usiz
     if free_end { prev.iter().copied().min().unwrap_or(0) } else { prev[b.len()] }
 }
 
+/// The part of a long line `b` (about `width` bytes) most likely to hold `a`: around the
+/// offset at which most of a's pieces are found; the line's start when none is. Bounded work:
+/// a few exact searches, each stopping after a few hits. Returns the part and its byte offset.
+fn focus<'b>(a: &str, b: &'b str, width: usize) -> (&'b str, usize) {
+    let starts: Vec<usize> = a.char_indices().map(|(i, _)| i).collect();
+    let n = starts.len();
+    let mut votes: HashMap<usize, usize> = HashMap::new();
+    if n > 0 {
+        let k = (n / 4).clamp(3, 12).min(n);
+        for s in sample(n - k + 1, FOCUS_PIECES) {
+            let (from, to) = (starts[s], starts.get(s + k).copied().unwrap_or(a.len()));
+            let hits: Vec<usize> = b.match_indices(&a[from..to]).map(|(i, _)| i).take(MAX_ANCHOR_HITS + 1).collect();
+            if hits.len() > MAX_ANCHOR_HITS {
+                continue;
+            }
+            for h in hits {
+                *votes.entry(h.saturating_sub(from) / FOCUS_BUCKET).or_default() += 1;
+            }
+        }
+    }
+    let center =
+        votes.iter().max_by(|x, y| x.1.cmp(y.1).then(y.0.cmp(x.0))).map_or(0, |(&bucket, _)| bucket * FOCUS_BUCKET);
+    let mut lo = center.saturating_sub(width.saturating_sub(a.len()) / 2).min(b.len());
+    while lo > 0 && !b.is_char_boundary(lo) {
+        lo -= 1;
+    }
+    let mut hi = (lo + width).min(b.len());
+    while hi < b.len() && !b.is_char_boundary(hi) {
+        hi += 1;
+    }
+    (&b[lo..hi], lo)
+}
+
+/// Where a one-line old_string's nearest text is shown from, in a file line too long to show
+/// whole: the part of the line, and its place in it.
+struct LinePart {
+    /// Characters of the line before the part.
+    from: usize,
+    len: usize,
+    total: usize,
+}
+
+fn long_line_part<'f>(want: &[&str], window: &[&'f str]) -> Option<(&'f str, LinePart)> {
+    let ([needle], [line]) = (want, window) else { return None };
+    if line.len() <= MAX_SHOWN_CHARS || line.chars().count() <= MAX_SHOWN_CHARS {
+        return None;
+    }
+    let (part, at) = focus(needle, line, needle.len() + 2 * LONG_LINE_CONTEXT);
+    let part = part.strip_suffix('\r').unwrap_or(part);
+    let at = LinePart { from: line[..at].chars().count(), len: part.chars().count(), total: line.chars().count() };
+    Some((part, at))
+}
+
 /// The window length (old_string's, give or take a few lines) that lines up best.
 fn refine_len(file: &[&str], want: &[&str], start: usize) -> usize {
     let n = want.len();
@@ -469,8 +588,11 @@ fn refine_len(file: &[&str], want: &[&str], start: usize) -> usize {
 // ---------------------------------------------------------------------------------------------
 // Describing the window
 
-fn describe_window(out: &mut String, want: &[&str], ends_nl: bool, window: &[&str], w: Window) {
-    let lines = span(w.start + 1, w.start + w.len);
+fn describe_window(out: &mut String, want: &[&str], ends_nl: bool, window: &[&str], w: Window, part: Option<LinePart>) {
+    let lines = match &part {
+        Some(p) => format!("line {}, characters {}-{} of its {}", w.start + 1, p.from + 1, p.from + p.len, p.total),
+        None => span(w.start + 1, w.start + w.len),
+    };
     let crlf_note =
         window.iter().any(|l| l.ends_with('\r')) && want.len() > 1 && !want.iter().any(|l| l.ends_with('\r'));
     match whitespace_only(want, ends_nl, window, w.start + 1) {
@@ -514,7 +636,19 @@ fn describe_window(out: &mut String, want: &[&str], ends_nl: bool, window: &[&st
         let _ = writeln!(out, "[{} not shown: they match old_string exactly]", span(w.start + 1, w.start + from));
     }
     for (k, line) in window[from..to].iter().enumerate() {
-        let _ = writeln!(out, "{}\t{}", w.start + from + 1 + k, clip(line.strip_suffix('\r').unwrap_or(line)));
+        let line = clip(line.strip_suffix('\r').unwrap_or(line));
+        // As read shows it: control characters as symbols.
+        let line = crate::tools::read::mark_controls(&line).0.into_owned();
+        let line = match &part {
+            Some(p) => {
+                let after = p.total - p.from - p.len;
+                let before = if p.from > 0 { format!("[...{} characters...]", p.from) } else { String::new() };
+                let after = if after > 0 { format!("[...{after} more characters]") } else { String::new() };
+                format!("{before}{line}{after}")
+            }
+            None => line,
+        };
+        let _ = writeln!(out, "{}\t{line}", w.start + from + 1 + k);
     }
     if to < window.len() {
         let _ = writeln!(
@@ -852,6 +986,55 @@ mod tests {
     fn already_applied_is_noticed() {
         let msg = explain("let x = 2;\n", "let x = 1;", "let x = 2;", "/w/f");
         assert!(msg.contains("new_string already appears in the file (at line 1)"), "{msg}");
+        let msg = explain("a = 1\nb = 1\n", "c = 2", "= 1", "/w/f");
+        assert!(msg.contains("(at lines 1, 2)"), "{msg}");
+    }
+
+    #[test]
+    fn already_applied_is_not_said_when_it_says_nothing() {
+        let text = "fn f() {\n    g();\n}\nfn h() {\n    i();\n}\n";
+        for (old, new) in [("    j();", "}"), ("    j();", "  ()  "), ("fn k() {", "fn "), ("    g() ;", "g()")] {
+            let msg = explain(text, old, new, "/w/f");
+            assert!(!msg.contains("already appears"), "{old:?} -> {new:?}: {msg}");
+        }
+        // Found more than a few times: not telling either.
+        let text = "x = 1;\n".repeat(5);
+        assert!(!explain(&text, "x = 2;", "x = 1;", "/w/f").contains("already appears"));
+    }
+
+    #[test]
+    fn control_symbols_copied_from_read_are_named() {
+        let msg = explain("\u{1b}[31mFAIL\u{1b}[0m lint\r\n", "\u{241b}[31mFAIL\u{241b}[0m", "x", "/w/f");
+        assert!(msg.contains("matches exactly once, at line 1"), "{msg}");
+        assert!(msg.contains("\\u001b for ␛"), "{msg}");
+        assert_eq!(control_of('\u{240d}'), Some('\r'));
+        assert_eq!(control_of('\u{2409}'), None, "tab is never marked");
+        assert_eq!(control_of('a'), None);
+    }
+
+    #[test]
+    fn miss_in_a_long_line_shows_the_nearest_part() {
+        // The issue's case: a 4.5 MB file of one line. The miss used to show the line's start.
+        let mut x: u32 = 99;
+        let mut line: String = (0..4_500_000)
+            .map(|_| {
+                x = x.wrapping_mul(1_103_515_245).wrapping_add(12345);
+                b"abcdefghij;(){}=+ "[(x >> 16) as usize % 18] as char
+            })
+            .collect();
+        line.insert_str(3_000_000, "function computeTotal(items){return items.length}");
+        line.push('\n');
+        let started = std::time::Instant::now();
+        let msg = explain(&line, "function computeTotals(items){return items.length}", "q", "/w/f");
+        let took = started.elapsed();
+        assert!(msg.contains("The nearest text is at line 1, characters 2999"), "{}", &msg[..msg.len().min(600)]);
+        assert!(msg.contains("[...2999"), "{}", &msg[..msg.len().min(600)]);
+        assert!(msg.contains("function computeTotal(items){return items.length}"), "{msg}");
+        assert!(msg.len() < 3000, "{}", msg.len());
+        assert!(took < std::time::Duration::from_secs(10), "{took:?}");
+        // Nothing like it: the line's start is no "nearest text".
+        let msg = explain(&line, "SELECT name FROM customers WHERE id = 7", "q", "/w/f");
+        assert!(!msg.contains("The nearest text"), "{}", &msg[..msg.len().min(600)]);
     }
 
     #[test]

@@ -26,6 +26,10 @@ pub(super) fn check_syntax(pattern: &str, case_insensitive: bool, multiline: boo
         Err(err) => {
             let span = err.span();
             let (start, end) = (span.start.offset.min(pattern.len()), span.end.offset.min(pattern.len()));
+            let unknown = matches!(err.kind(), ast::ErrorKind::FlagUnrecognized | ast::ErrorKind::EscapeUnrecognized);
+            if unknown && let Some(e) = other_dialect(pattern, start) {
+                return Err(e);
+            }
             return Err(match err.kind() {
                 ast::ErrorKind::UnsupportedLookAround => look_around(pattern, start, end),
                 ast::ErrorKind::UnsupportedBackreference => backreference(pattern, &pattern[start..end]),
@@ -173,6 +177,8 @@ fn too_large(pattern: &str, why: &str) -> ToolError {
 
 const NO_LOOKAROUND: &str = "grep's regex syntax is RE2-style, which has no look-around or backreferences \
                              (it never backtracks, so no pattern can hang a search)";
+const NO_BACKTRACKING: &str = "grep's regex syntax is RE2-style, which never backtracks (so no pattern can hang \
+                               a search) and has no atomic groups or possessive quantifiers to control backtracking";
 
 fn look_around(pattern: &str, start: usize, open_end: usize) -> ToolError {
     let open = &pattern[start..open_end];
@@ -243,6 +249,45 @@ fn backreference(pattern: &str, found: &str) -> ToolError {
             walk::clip(found)
         ),
     )
+}
+
+/// Constructs of other regex dialects that regex-syntax reports as an unknown flag or escape:
+/// named backreferences (`(?P=name)`, `\k<name>`, `\g{1}`) and atomic groups (`(?>…)`).
+/// `at` is where the error points: the flag character, or the backslash of the escape.
+fn other_dialect(pattern: &str, at: usize) -> Option<ToolError> {
+    let rest = &pattern[at..];
+    let before = &pattern[..at];
+    if before.ends_with("(?") && rest.starts_with("P=") {
+        let open = at - 2;
+        let end = group_end(pattern, at).map_or(pattern.len(), |c| c + 1);
+        return Some(backreference(pattern, &pattern[open..end]));
+    }
+    if before.ends_with("(?") && rest.starts_with('>') {
+        let open = at - 2;
+        let close = group_end(pattern, at + 1);
+        let plain = match close {
+            Some(c) => format!("{}(?:{}){}", &pattern[..open], &pattern[at + 1..c], &pattern[c + 1..]),
+            None => format!("{}(?:{}", &pattern[..open], &pattern[at + 1..]),
+        };
+        return Some(ToolError::new(
+            ErrorCode::UnsupportedRegex,
+            format!(
+                "the regex `{}` uses the atomic group `(?>…)`, which is not supported: {NO_BACKTRACKING}. An atomic group only stops backtracking into it, so use a plain group instead: `{}` (it can match where the atomic group would have given up, which a search rarely minds).",
+                walk::clip(pattern),
+                walk::clip(&plain)
+            ),
+        ));
+    }
+    // \k<name>, \k'name', \k{name} (Perl, .NET, PCRE) and \g1, \g{1}, \g{-1}, \g<name> (PCRE).
+    let named = rest.strip_prefix("\\k").or_else(|| rest.strip_prefix("\\g"))?;
+    let len = match named.chars().next()? {
+        '<' => named.find('>')? + 1,
+        '\'' => named[1..].find('\'')? + 2,
+        '{' => named.find('}')? + 1,
+        c if c.is_ascii_digit() || c == '-' => 1 + named[1..].bytes().take_while(u8::is_ascii_digit).count(),
+        _ => return None,
+    };
+    Some(backreference(pattern, &rest[..2 + len]))
 }
 
 /// The index of the `)` closing the group whose body starts at `from`, skipping escapes and
