@@ -272,7 +272,7 @@ fn no_match_hint(
     let mut hint = format!(
         "Searched {} (skipping {}).",
         walk::clip_path(ctx.workspace.root(), root_shown),
-        walk::skipped_summary(filters, &ctx.config.workspace.ignore)
+        walk::skipped_summary(filters)
     );
     if pattern.ends_with('/') {
         hint.push_str(&format!(

@@ -205,7 +205,7 @@ fn grep(ctx: &ToolContext<'_>, args: &Args) -> Result<ToolOutput, ToolError> {
                     if n == 1 { "file" } else { "files" }
                 )),
             }
-            text.push_str(&no_match_hint(ctx, args, &target.shown, &filters, is_file, &acc));
+            text.push_str(&no_match_hint(args, &target.shown, &filters, is_file, &acc));
         }
         text.push('\n');
     } else if acc.binary > 0 {
@@ -851,14 +851,7 @@ impl Accum {
 }
 
 /// The second line of an empty result: what was searched and skipped, and what might help.
-fn no_match_hint(
-    ctx: &ToolContext<'_>,
-    args: &Args,
-    shown: &Path,
-    filters: &Filters,
-    single: bool,
-    acc: &Accum,
-) -> String {
+fn no_match_hint(args: &Args, shown: &Path, filters: &Filters, single: bool, acc: &Accum) -> String {
     if single && let Some(from) = &acc.first_binary {
         return if from.start == 0 {
             format!(
@@ -883,7 +876,7 @@ fn no_match_hint(
             "Searched {} {files} under {} (skipping {}",
             acc.searched,
             shown.display(),
-            walk::skipped_summary(filters, &ctx.config.workspace.ignore)
+            walk::skipped_summary(filters)
         );
         if let Some(g) = args.glob.as_deref().filter(|g| !g.is_empty()) {
             h.push_str(&format!("; only files matching the glob `{}`", walk::clip(g)));

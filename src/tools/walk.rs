@@ -85,8 +85,8 @@ pub(crate) fn threads() -> usize {
 pub(crate) struct Filters {
     /// Also walk hidden files and directories (names starting with `.`).
     pub include_hidden: bool,
-    /// The operator's ignore list (`workspace.ignore`), rooted at the workspace root.
-    pub operator: Option<Arc<Gitignore>>,
+    /// The ignore list (`workspace.ignore`), rooted at the workspace root.
+    pub operator: Option<Arc<IgnoreList>>,
     /// grep's `glob` filter, as ripgrep's `-g`.
     pub overrides: Option<Override>,
     /// Skip nothing at all (no ignore files, hidden names, built-in directories or operator
@@ -101,30 +101,66 @@ impl Filters {
     }
 }
 
-/// The operator's ignore list as a gitignore matcher rooted at the workspace root, or `None`
-/// when the list is empty.
-pub(crate) fn operator_ignore(ctx: &ToolContext<'_>) -> Result<Option<Arc<Gitignore>>, ToolError> {
-    let patterns = &ctx.config.workspace.ignore;
-    if patterns.is_empty() {
-        return Ok(None);
+/// `workspace.ignore`: the operator's patterns (user config) and the repository's (its
+/// `abhed.toml` may add patterns: they only narrow), told apart in messages.
+pub(crate) struct IgnoreList {
+    matcher: Gitignore,
+    /// The patterns the repository's `abhed.toml` added.
+    repository: Vec<String>,
+    all: Vec<String>,
+}
+
+impl IgnoreList {
+    fn whose(&self, p: &str) -> &'static str {
+        whose(&self.repository, p)
     }
-    let mut b = GitignoreBuilder::new(ctx.workspace.root());
-    for p in patterns {
-        if let Err(e) = b.add_line(None, p) {
-            return Err(bad_operator_pattern(p, &e));
+
+    /// "the ignore list (user config: a, b; the repository's abhed.toml: c)".
+    fn describe(&self) -> String {
+        let (repo, user): (Vec<&String>, Vec<&String>) = self.all.iter().partition(|p| self.repository.contains(p));
+        let join = |v: &[&String]| v.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ");
+        let mut parts = Vec::new();
+        if !user.is_empty() {
+            parts.push(format!("the user config's: {}", join(&user)));
         }
-    }
-    match b.build() {
-        Ok(gi) => Ok(Some(Arc::new(gi))),
-        Err(e) => Err(bad_operator_pattern(&patterns.join(", "), &e)),
+        if !repo.is_empty() {
+            parts.push(format!("the repository abhed.toml's: {}", join(&repo)));
+        }
+        format!("the workspace.ignore patterns ({})", parts.join("; "))
     }
 }
 
-fn bad_operator_pattern(p: &str, e: &ignore::Error) -> ToolError {
+/// The `workspace.ignore` list as a gitignore matcher rooted at the workspace root, or `None`
+/// when the list is empty.
+pub(crate) fn operator_ignore(ctx: &ToolContext<'_>) -> Result<Option<Arc<IgnoreList>>, ToolError> {
+    let ws = &ctx.config.workspace;
+    if ws.ignore.is_empty() {
+        return Ok(None);
+    }
+    let mut b = GitignoreBuilder::new(ctx.workspace.root());
+    for p in &ws.ignore {
+        if let Err(e) = b.add_line(None, p) {
+            return Err(bad_ignore_pattern(p, whose(&ws.repository_ignore, p), &e));
+        }
+    }
+    match b.build() {
+        Ok(matcher) => {
+            Ok(Some(Arc::new(IgnoreList { matcher, repository: ws.repository_ignore.clone(), all: ws.ignore.clone() })))
+        }
+        Err(e) => Err(bad_ignore_pattern(&ws.ignore.join(", "), "abhed.toml or the user config", &e)),
+    }
+}
+
+/// Whose `workspace.ignore` pattern `p` is, for a message.
+fn whose(repository: &[String], p: &str) -> &'static str {
+    if repository.iter().any(|r| r == p) { "the repository's abhed.toml" } else { "the user config" }
+}
+
+fn bad_ignore_pattern(p: &str, whose: &str, e: &ignore::Error) -> ToolError {
     ToolError::new(
         ErrorCode::InvalidGlob,
         format!(
-            "the operator's ignore pattern `{p}` (workspace.ignore in abhed.toml or the user config) is invalid: {e}. \
+            "the ignore pattern `{p}` (workspace.ignore in {whose}) is invalid: {e}. \
              This is a configuration problem, not a problem with your arguments; ask the operator to fix it."
         ),
     )
@@ -236,11 +272,11 @@ impl Rules<'_> {
         if is_dir && is_builtin_ignored(name) {
             return Some(format!("it is under {}/, a directory glob and grep always skip", name.to_string_lossy()));
         }
-        if let Some(gi) = &self.filters.operator
-            && path.starts_with(gi.path())
-            && let Match::Ignore(g) = gi.matched(path, is_dir)
+        if let Some(list) = &self.filters.operator
+            && path.starts_with(list.matcher.path())
+            && let Match::Ignore(g) = list.matcher.matched(path, is_dir)
         {
-            return Some(format!("the operator's ignore list (workspace.ignore) has `{}`", g.original()));
+            return Some(format!("workspace.ignore in {} has `{}`", list.whose(g.original()), g.original()));
         }
         if let Some(ov) = &self.filters.overrides {
             match ov.matched(path, is_dir) {
@@ -522,7 +558,7 @@ impl WalkErrors {
 }
 
 /// What a walk skips, for the hints of an empty result.
-pub(crate) fn skipped_summary(filters: &Filters, operator_patterns: &[String]) -> String {
+pub(crate) fn skipped_summary(filters: &Filters) -> String {
     let mut parts = Vec::new();
     if !filters.include_hidden {
         parts.push("hidden files".to_string());
@@ -530,8 +566,8 @@ pub(crate) fn skipped_summary(filters: &Filters, operator_patterns: &[String]) -
     parts.push("paths matched by .gitignore/.ignore".to_string());
     let (last, rest) = BUILTIN_IGNORED.split_last().unwrap_or((&"", &[]));
     parts.push(format!("the {} and {last} directories", rest.join(", ")));
-    if filters.operator.is_some() {
-        parts.push(format!("the operator ignore list ({})", operator_patterns.join(", ")));
+    if let Some(list) = &filters.operator {
+        parts.push(list.describe());
     }
     parts.join(", ")
 }
@@ -610,6 +646,21 @@ mod tests {
         let long = format!("{} is outside\nthe workspace.", "/x".repeat(1000));
         let m = bounded(ToolError::new(ErrorCode::OutsideWorkspace, long)).message;
         assert!(m.ends_with("…(1800 more characters) is outside\nthe workspace."), "{m}");
+    }
+
+    #[test]
+    fn ignore_patterns_say_whose_they_are() {
+        let list = IgnoreList {
+            matcher: Gitignore::empty(),
+            repository: vec!["*.tmp".into()],
+            all: vec!["*.log".into(), "*.tmp".into()],
+        };
+        assert_eq!(list.whose("*.tmp"), "the repository's abhed.toml");
+        assert_eq!(list.whose("*.log"), "the user config");
+        assert_eq!(
+            list.describe(),
+            "the workspace.ignore patterns (the user config's: *.log; the repository abhed.toml's: *.tmp)"
+        );
     }
 
     #[test]
