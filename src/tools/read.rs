@@ -620,9 +620,15 @@ fn binary_error(shown: &Path, kind: &str, head: &[u8], size: u64) -> ToolError {
 fn binary_line_error(shown: &Path, stop: &BinaryStop, size: u64) -> ToolError {
     let what = stop.what.describe(stop.start);
     let hint = stop.what.legacy_hint(shown);
-    let message = if stop.line == 1 {
+    let message = if stop.line == 1 && stop.what.maybe_legacy_text() {
         format!(
-            "{} is a binary file: {what}, {}. read returns text only and does not dump binary bytes. To inspect it, use bash (e.g. `file`, `xxd | head`), or read the text file it was built from.{hint}",
+            "{} is {what}, {}. read shows UTF-8 text only and does not dump other bytes.{hint} To inspect the bytes, use bash (e.g. `file`, `xxd | head`).",
+            shown.display(),
+            human_bytes(size)
+        )
+    } else if stop.line == 1 {
+        format!(
+            "{} is a binary file: {what}, {}. read returns text only and does not dump binary bytes. To inspect it, use bash (e.g. `file`, `xxd | head`), or read the text file it was built from.",
             shown.display(),
             human_bytes(size)
         )
