@@ -372,19 +372,7 @@ fn edit_existing(
             e.name()
         ));
     }
-    if links.count > 1 {
-        let others = links.count - 1;
-        let (them, have, it) = if others == 1 {
-            ("the other link still has".to_string(), "is now a separate file", "it")
-        } else {
-            (format!("the other {others} links still have"), "are now separate from this one", "each")
-        };
-        notes.push(format!(
-            "Note: {p} had {} hard links (names of one file). edit replaces a file atomically: it writes a new file and renames it over this name. So {them} the old content and {have}; if {it} should change too, edit {it} as well, or link {it} to this file again with bash: `ln -f {p} OTHER_NAME`.",
-            links.count,
-            p = shown.display(),
-        ));
-    }
+    notes.extend(fsutil::hard_link_note("edit", shown, links.count));
     if let Some(note) = fsutil::moved_note(target.dir, ctx.workspace, target.name) {
         notes.push(note.trim_start().to_string());
     }

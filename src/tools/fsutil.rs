@@ -512,6 +512,24 @@ pub fn moved_note(dir: &DirHandle, ws: &Workspace, name: &OsStr) -> Option<Strin
     Some(format!(" Note: its directory was moved while the call ran, so the file is now at {}{inside}.", at.display()))
 }
 
+/// For a file that had `count` hard links before `tool` replaced it (atomically: a new file
+/// renamed over this name), what became of the other names; `None` for one link.
+pub fn hard_link_note(tool: &str, shown: &Path, count: u64) -> Option<String> {
+    if count <= 1 {
+        return None;
+    }
+    let others = count - 1;
+    let (them, have, it) = if others == 1 {
+        ("the other link still has".to_string(), "is now a separate file", "it")
+    } else {
+        (format!("the other {others} links still have"), "are now separate from this one", "each")
+    };
+    Some(format!(
+        "Note: {p} had {count} hard links (names of one file). {tool} replaces a file atomically: it writes a new file and renames it over this name. So {them} the old content and {have}; if {it} should change too, {tool} {it} as well, or link {it} to this file again with bash: `ln -f {p} OTHER_NAME`.",
+        p = shown.display(),
+    ))
+}
+
 /// "a, b, c" for paths in messages.
 pub fn list_paths(paths: &[PathBuf]) -> String {
     paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")

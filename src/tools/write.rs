@@ -145,6 +145,10 @@ impl Tool for Write {
         if !created_dirs.is_empty() {
             text.push_str(&format!(" Created directories: {}.", fsutil::list_paths(&created_dirs)));
         }
+        if let Some(note) = previous.as_ref().and_then(|(_, meta)| fsutil::hard_link_note("write", shown, meta.nlink)) {
+            text.push(' ');
+            text.push_str(&note);
+        }
         if let Some(note) = fsutil::moved_note(&dir, ctx.workspace, &name) {
             text.push_str(&note);
         }
