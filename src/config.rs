@@ -268,6 +268,10 @@ pub struct SandboxConfig {
     /// The most one bash call may add to the disk the workspace is on, in MiB: past it the
     /// command and the background jobs are stopped (see docs/SANDBOX.md).
     pub disk_quota_mib: u64,
+    /// How the workspace is shared: `mapped` (the guest's modes, owners and symlinks are kept
+    /// in extended attributes, so it cannot make a setuid file or a symlink on the host) or
+    /// `passthrough` (they reach the host as they are).
+    pub share_mode: String,
 }
 
 impl Default for SandboxConfig {
@@ -282,6 +286,7 @@ impl Default for SandboxConfig {
             image_dir: None,
             boot_timeout_s: 30,
             disk_quota_mib: 2048,
+            share_mode: "mapped".into(),
         }
     }
 }
@@ -464,6 +469,13 @@ fn from_table(table: toml::Table, path: &Path) -> Result<Config> {
     }
     if cfg.sandbox.memory_mib < 128 || cfg.sandbox.cpus == 0 {
         bail!("invalid config {}: sandbox.memory_mib must be at least 128 and sandbox.cpus at least 1", path.display());
+    }
+    if !["mapped", "passthrough"].contains(&cfg.sandbox.share_mode.as_str()) {
+        bail!(
+            "invalid config {}: sandbox.share_mode {:?} must be \"mapped\" or \"passthrough\"",
+            path.display(),
+            cfg.sandbox.share_mode
+        );
     }
     if !(1..=1024 * 1024).contains(&cfg.sandbox.disk_quota_mib) {
         bail!(

@@ -159,6 +159,42 @@ fn a_file_written_in_the_guest_appears_on_the_host_and_back() {
     assert_eq!(vm.bash(&format!("cat {}", vm.path("from-host.txt").display())).text(), "written-on-host\nExit code: 0");
 }
 
+/// Issue 15 (found in review): under `security_model=none` a guest running as root made a
+/// setuid-root program in the workspace, on the host. The mapped share keeps what the guest
+/// sets (modes, owners, symlinks, devices) in extended attributes: the guest sees them, the
+/// host gets plain files of its own user.
+#[test]
+fn the_guest_cannot_make_a_setuid_program_a_symlink_or_a_device_on_the_host() {
+    let vm = Vm::shared();
+    let d = vm.path("mapped");
+    std::fs::create_dir_all(&d).unwrap();
+    std::fs::write(d.join("host.sh"), "#!/bin/sh\necho host-made\n").unwrap();
+    std::fs::set_permissions(d.join("host.sh"), std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let out = vm.bash_yes(json!({"command": format!(
+        "cd {} && cp /bin/busybox suid && chmod 4755 suid && ln -s /etc lnk && mknod dev c 1 3; \
+         printf '#!/bin/sh\\necho guest-made\\n' > g.sh && chmod 755 g.sh && ./g.sh && ./host.sh && \
+         stat -c '%a %F' suid lnk g.sh", d.display()), "description": "test"}));
+    let text = out.text();
+    // The guest sees what it made.
+    assert!(text.contains("guest-made") && text.contains("host-made"), "{text}");
+    assert!(text.contains("4755 regular file") && text.contains("symbolic link"), "{text}");
+    // The host does not.
+    use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+    let suid = std::fs::symlink_metadata(d.join("suid")).unwrap();
+    assert_eq!(suid.permissions().mode() & 0o7777, 0o644, "no setuid bit, not even executable, on the host");
+    let lnk = std::fs::symlink_metadata(d.join("lnk")).unwrap();
+    assert!(lnk.is_file(), "the guest's symlink is a plain file on the host");
+    assert_eq!(std::fs::read_to_string(d.join("lnk")).unwrap(), "/etc");
+    if let Ok(dev) = std::fs::symlink_metadata(d.join("dev")) {
+        assert!(!dev.file_type().is_char_device(), "no device node on the host");
+    }
+    assert_eq!(
+        std::fs::metadata(d.join("host.sh")).unwrap().permissions().mode() & 0o777,
+        0o755,
+        "the host's modes stay"
+    );
+}
+
 #[test]
 fn nothing_outside_the_workspace_changes_on_the_host() {
     let vm = Vm::shared();

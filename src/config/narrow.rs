@@ -87,6 +87,7 @@ pub(super) const RULES: &[(&str, &str, Rule)] = &[
     ("sandbox", "image_dir", Rule::UserOnly(SANDBOX)),
     ("sandbox", "boot_timeout_s", Rule::Lower),
     ("sandbox", "disk_quota_mib", Rule::Lower),
+    ("sandbox", "share_mode", Rule::UserOnly(SANDBOX)),
 ];
 
 pub(super) fn rule(table: &str, key: &str) -> Rule {

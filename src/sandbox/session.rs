@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use super::Workspace;
 use super::image::Image;
 use super::qemu::{Qemu, find_qemu};
-use super::vm::{Accel, BootSpec, DiskTrips, MicroVm, VmError};
+use super::vm::{Accel, BootSpec, DiskTrips, MicroVm, ShareMode, VmError, keeps_xattrs};
 use crate::config::SandboxConfig;
 
 /// The name every bash observation reports as its backend.
@@ -184,6 +184,9 @@ impl SessionSandbox {
             SandboxError::Unavailable(format!("{e}. bash runs only inside the microVM, never on the host"))
         })?;
         let mut spec = BootSpec::from_config(&self.cfg, qemu, self.roots.clone());
+        if spec.share_mode == ShareMode::Mapped {
+            check_mapped_share(&spec.shares)?;
+        }
         match self.cfg.accel.as_str() {
             "tcg" => Ok(MicroVm::boot(&image, &spec)?),
             "kvm" => {
@@ -193,6 +196,20 @@ impl SessionSandbox {
             _ => boot_auto(&image, spec),
         }
     }
+}
+
+/// The mapped share keeps the guest's modes and symlinks in extended attributes: on a
+/// filesystem without them the guest could write nothing. Fail closed, and say what to do.
+fn check_mapped_share(shares: &[PathBuf]) -> Result<(), SandboxError> {
+    for dir in shares {
+        if let Ok(false) = keeps_xattrs(dir) {
+            return Err(SandboxError::Unavailable(format!(
+                "{} is on a filesystem that does not keep extended attributes (user.*), which the sandbox's share uses so that code in the VM cannot make a setuid program, a device or a symlink on the host. Use a workspace on a filesystem that keeps them (ext4, xfs, btrfs; tmpfs from Linux 6.6), or let the guest's modes and symlinks reach the host with `sandbox.share_mode = \"passthrough\"` in the user config (then run abhed as an ordinary user, never as root)",
+                dir.display()
+            )));
+        }
+    }
+    Ok(())
 }
 
 fn facts(vm: &MicroVm, booted: bool) -> VmFacts {
@@ -219,6 +236,7 @@ impl BootSpec {
             accel: Accel::Tcg,
             deadline: Duration::from_secs(cfg.boot_timeout_s),
             disk_quota: Some(cfg.disk_quota_mib.saturating_mul(1024 * 1024)),
+            share_mode: ShareMode::from_config(&cfg.share_mode),
         }
     }
 }
@@ -316,4 +334,22 @@ pub fn try_kvm(image: &Image, spec: &BootSpec) -> Result<MicroVm, String> {
     }
     let kvm = BootSpec { accel: Accel::Kvm, deadline: KVM_PROBE_DEADLINE, ..spec.clone() };
     MicroVm::boot(image, &kvm).map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_share_on_a_filesystem_without_xattrs_fails_closed_and_says_what_to_do() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(keeps_xattrs(dir.path()).unwrap(), "the test's own temp dir should keep them");
+        assert!(check_mapped_share(&[dir.path().to_path_buf()]).is_ok());
+        // procfs keeps no user xattrs (EOPNOTSUPP): the stand-in for an old tmpfs or an NFS mount.
+        assert!(!keeps_xattrs(Path::new("/proc")).unwrap());
+        let Err(SandboxError::Unavailable(msg)) = check_mapped_share(&[PathBuf::from("/proc")]) else {
+            panic!("not refused")
+        };
+        assert!(msg.contains("sandbox.share_mode = \"passthrough\""), "{msg}");
+    }
 }

@@ -55,6 +55,56 @@ pub struct BootSpec {
     /// The most one call may add to the disks of `shares` (see [`super::diskguard`]); `None`
     /// watches nothing.
     pub disk_quota: Option<u64>,
+    /// How `shares` are shared.
+    pub share_mode: ShareMode,
+}
+
+/// How the workspace roots are shared with the guest (QEMU's 9p `security_model`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ShareMode {
+    /// `mapped-xattr`: what the guest sets as owner, mode, device or symlink is kept in an
+    /// extended attribute of a plain file on the host. A guest running as root can then make
+    /// neither a setuid program nor a device node nor a symlink on the host: the host sees
+    /// files of the abhed user with mode 0644 (directories 0755). Files the host made keep
+    /// their own modes, and the guest sees them as they are.
+    Mapped,
+    /// `none`: the guest's chmod, chown and symlinks reach the host as they are.
+    Passthrough,
+}
+
+impl ShareMode {
+    pub fn from_config(s: &str) -> ShareMode {
+        if s == "passthrough" { ShareMode::Passthrough } else { ShareMode::Mapped }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ShareMode::Mapped => "mapped",
+            ShareMode::Passthrough => "passthrough",
+        }
+    }
+
+    /// QEMU's name for it, with the modes files and directories the guest makes get on the host.
+    fn qemu_model(self) -> &'static str {
+        match self {
+            ShareMode::Mapped => "mapped-xattr,fmode=0644,dmode=0755",
+            ShareMode::Passthrough => "none",
+        }
+    }
+}
+
+/// Whether the filesystem holding `dir` keeps user extended attributes, as the mapped share
+/// needs: tried on `dir` itself and undone. `Err` only when it cannot be told.
+pub fn keeps_xattrs(dir: &Path) -> std::io::Result<bool> {
+    const NAME: &str = "user.abhed.probe";
+    match rustix::fs::setxattr(dir, NAME, b"1", rustix::fs::XattrFlags::empty()) {
+        Ok(()) => {
+            let _ = rustix::fs::removexattr(dir, NAME);
+            Ok(true)
+        }
+        Err(rustix::io::Errno::NOTSUP) => Ok(false),
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// Why the VM could not do what was asked. The messages are for the model, which sees them
@@ -513,10 +563,15 @@ fn qemu_args(image: &Image, spec: &BootSpec, sock: &Path) -> Vec<String> {
     let mut fsdev = |id: String, path: &Path, readonly: bool| {
         // QEMU's option syntax doubles commas inside a value.
         let p = path.to_string_lossy().replace(',', ",,");
-        let ro = if readonly { ",readonly=on" } else { "" };
+        // Read-only shares change nothing on the host, so they need no mapping.
+        let (model, ro) = if readonly {
+            (ShareMode::Passthrough.qemu_model(), ",readonly=on")
+        } else {
+            (spec.share_mode.qemu_model(), "")
+        };
         a.extend([
             "-fsdev".into(),
-            format!("local,id={id},path={p},security_model=none{ro}"),
+            format!("local,id={id},path={p},security_model={model}{ro}"),
             "-device".into(),
             format!("virtio-9p-device,fsdev={id},mount_tag={id}"),
         ]);
