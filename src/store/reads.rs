@@ -35,6 +35,19 @@ struct Row {
     read_at: String,
 }
 
+/// The columns `sha256, size, mtime_ns, total_lines, lines_seen, read_at` of a query, from
+/// column `at` on.
+fn row_at(r: &rusqlite::Row<'_>, at: usize) -> rusqlite::Result<Row> {
+    Ok(Row {
+        sha256: r.get(at)?,
+        size: r.get(at + 1)?,
+        mtime_ns: r.get(at + 2)?,
+        total_lines: r.get(at + 3)?,
+        lines_seen: r.get(at + 4)?,
+        read_at: r.get(at + 5)?,
+    })
+}
+
 fn seal(key: &Key, session: &str, path: &str, r: &Row) -> String {
     key.seal("read", &fields(session, path, r).iter().map(Vec::as_slice).collect::<Vec<_>>())
 }
@@ -62,19 +75,7 @@ impl Session<'_> {
             .query_row(
                 "SELECT sha256, size, mtime_ns, total_lines, lines_seen, read_at, mac FROM reads WHERE session_id = ?1 AND path = ?2",
                 params![self.id(), p],
-                |r| {
-                    Ok((
-                        Row {
-                            sha256: r.get(0)?,
-                            size: r.get(1)?,
-                            mtime_ns: r.get(2)?,
-                            total_lines: r.get(3)?,
-                            lines_seen: r.get(4)?,
-                            read_at: r.get(5)?,
-                        },
-                        r.get::<_, String>(6)?,
-                    ))
-                },
+                |r| Ok((row_at(r, 0)?, r.get::<_, String>(6)?)),
             )
             .optional()?;
         let Some((row, mac)) = row else { return Ok(None) };
@@ -143,20 +144,7 @@ impl Session<'_> {
 pub(super) fn reseal_all(conn: &Connection, key: &Key) -> Result<()> {
     let rows: Vec<(String, String, Row)> = conn
         .prepare("SELECT session_id, path, sha256, size, mtime_ns, total_lines, lines_seen, read_at FROM reads")?
-        .query_map([], |r| {
-            Ok((
-                r.get(0)?,
-                r.get(1)?,
-                Row {
-                    sha256: r.get(2)?,
-                    size: r.get(3)?,
-                    mtime_ns: r.get(4)?,
-                    total_lines: r.get(5)?,
-                    lines_seen: r.get(6)?,
-                    read_at: r.get(7)?,
-                },
-            ))
-        })?
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, row_at(r, 2)?)))?
         .collect::<Result<_, _>>()?;
     for (session, path, row) in rows {
         let mac = seal(key, &session, &path, &row);
