@@ -435,19 +435,33 @@ fn parse_table(text: &str, path: &Path) -> Result<toml::Table> {
 /// that name must not hang or fill the host).
 fn read_workspace_table(path: &Path) -> Result<toml::Table> {
     use std::io::Read as _;
-    let meta = std::fs::metadata(path).with_context(|| format!("cannot read config {}", path.display()))?;
-    if !meta.is_file() {
-        bail!(
-            "{} is not a regular file; abhed reads a workspace's abhed.toml only as one. Remove it or replace it with a file",
+
+    use crate::sandbox::confined::{DirHandle, FsError};
+    // From the workspace's own handle, as the file tools read (src/sandbox/confined.rs): never
+    // through a symlink (one could lead out, or be swapped in by the guest), never a FIFO (it
+    // would hang), regular files only, bounded.
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+        bail!("cannot read config {}", path.display())
+    };
+    let handle = DirHandle::open_root(dir).with_context(|| format!("cannot read config {}", path.display()))?;
+    let (file, meta) = match handle.open_file(name) {
+        Ok(f) => f,
+        Err(FsError::NotRegular { kind, .. }) => bail!(
+            "{} is {}; abhed reads a workspace's abhed.toml only as a regular file. Remove it or replace it with a file",
+            path.display(),
+            kind.describe()
+        ),
+        Err(FsError::Changed { .. }) => bail!(
+            "{} is a symlink; abhed reads a workspace's abhed.toml only as a regular file in the workspace (a link could lead outside it). Replace the link with the file",
             path.display()
-        );
-    }
-    let file = std::fs::File::open(path).with_context(|| format!("cannot read config {}", path.display()))?;
-    let opened = file.metadata().with_context(|| format!("cannot read config {}", path.display()))?;
-    if !opened.is_file() || opened.len() > MAX_WORKSPACE_CONFIG_BYTES {
+        ),
+        Err(e) => return Err(anyhow::anyhow!("cannot read config {}: {e}", path.display())),
+    };
+    if meta.len > MAX_WORKSPACE_CONFIG_BYTES {
         bail!(
-            "{} is not a regular file of at most {MAX_WORKSPACE_CONFIG_BYTES} bytes; abhed reads a workspace's abhed.toml only as one",
-            path.display()
+            "{} is {} bytes; abhed reads a workspace's abhed.toml of at most {MAX_WORKSPACE_CONFIG_BYTES} bytes",
+            path.display(),
+            meta.len
         );
     }
     let mut text = String::new();
@@ -671,11 +685,15 @@ mod tests {
         let p = dir.path().join("abhed.toml");
         std::os::unix::fs::symlink("/dev/zero", &p).unwrap();
         let e = read_workspace_table(&p).unwrap_err().to_string();
-        assert!(e.contains("is not a regular file"), "{e}");
+        assert!(e.contains("is a symlink; abhed reads a workspace's abhed.toml only as a regular file"), "{e}");
         std::fs::remove_file(&p).unwrap();
         // A FIFO is refused before it is opened (opening one would wait for a writer).
         assert!(std::process::Command::new("mkfifo").arg(&p).status().unwrap().success());
-        assert!(read_workspace_table(&p).unwrap_err().to_string().contains("is not a regular file"));
+        let e = read_workspace_table(&p).unwrap_err().to_string();
+        assert!(
+            e.contains("is a FIFO (named pipe); abhed reads a workspace's abhed.toml only as a regular file"),
+            "{e}"
+        );
         std::fs::remove_file(&p).unwrap();
         std::fs::write(&p, "#".repeat(2 << 20)).unwrap();
         assert!(read_workspace_table(&p).is_err());
