@@ -240,6 +240,28 @@ impl DirHandle {
         Ok((file, now))
     }
 
+    /// Open `name`, which a listing of this directory just named a regular file, for reading:
+    /// one `openat(O_NOFOLLOW | O_NONBLOCK)` and an `fstat`, for walks over many files. A
+    /// symlink swapped in since the listing is refused by the kernel (`O_NOFOLLOW`), a FIFO
+    /// does not block the open (`O_NONBLOCK`) and is refused by the `fstat`. (A device node
+    /// swapped in would be opened before it is refused: the guest cannot make one on the host
+    /// through the mapped share, so the two-step open of [`DirHandle::open_file`] is kept for
+    /// the single files the tools are asked about.)
+    pub fn open_listed_file(&self, name: &OsStr) -> Result<(File, Meta), FsError> {
+        let at = || self.path.join(name);
+        let file = match rustix::fs::openat(&self.fd, name, read_flags(), Mode::empty()) {
+            Ok(fd) => File::from(fd),
+            Err(rustix::io::Errno::NOENT) => return Err(FsError::Missing { at: at() }),
+            Err(rustix::io::Errno::LOOP) => return Err(FsError::Changed { at: at() }),
+            Err(e) => return Err(FsError::Io { at: at(), err: e.into() }),
+        };
+        let meta = Meta::from_stat(&rustix::fs::fstat(&file).map_err(|e| FsError::Io { at: at(), err: e.into() })?);
+        match meta.kind {
+            Kind::File => Ok((file, meta)),
+            kind => Err(FsError::NotRegular { at: at(), kind }),
+        }
+    }
+
     /// Create the directory `name` (not its parents).
     pub fn create_dir(&self, name: &OsStr, mode: u32) -> io::Result<()> {
         rustix::fs::mkdirat(&self.fd, name, Mode::from_raw_mode(mode)).map_err(io::Error::from)
@@ -257,7 +279,11 @@ impl DirHandle {
 
     /// The entries of this directory.
     pub fn entries(&self) -> io::Result<rustix::fs::Dir> {
-        rustix::fs::Dir::read_from(&self.fd).map_err(io::Error::from)
+        // A duplicate of the handle, not a reopen of ".": no path look-up. The two share a
+        // read offset, so the listing starts from the top whatever read it before.
+        let mut dir = rustix::fs::Dir::new(self.fd.try_clone()?)?;
+        dir.rewind();
+        Ok(dir)
     }
 
     /// Replace (or create) `name` atomically with `bytes`: a temp file in this directory,

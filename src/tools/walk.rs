@@ -177,7 +177,7 @@ pub(crate) struct Entry {
 impl Entry {
     /// Open the file from its directory's handle: never through a symlink, regular files only.
     pub fn open(&self) -> Result<(File, Meta), FsError> {
-        self.dir.open_file(&self.name)
+        self.dir.open_listed_file(&self.name)
     }
 
     /// The file's metadata, from its directory's handle (`None` when it vanished meanwhile).
@@ -226,16 +226,41 @@ impl Level {
     /// Read the ignore files of `dir` (through its handle: a symlinked `.gitignore` is not
     /// followed, a FIFO is not opened).
     fn read(dir: &DirHandle, parent: Option<Arc<Level>>) -> Level {
-        let matcher = |name: &str| -> Option<Gitignore> { rules_file(dir, dir, OsStr::new(name)) };
-        let has_git = dir.lstat(OsStr::new(".git")).ok().flatten().is_some();
-        let exclude = has_git
+        let has = |name: &str| dir.lstat(OsStr::new(name)).ok().flatten().is_some();
+        Level::read_present(
+            dir,
+            parent,
+            Present { dot_ignore: has(".ignore"), gitignore: has(".gitignore"), git: has(".git") },
+        )
+    }
+
+    /// The same, when a listing of `dir` already told which of the files are there (a walk
+    /// lists every directory anyway: no look-ups for files that are not there).
+    fn read_present(dir: &DirHandle, parent: Option<Arc<Level>>, present: Present) -> Level {
+        let matcher = |yes: bool, name: &str| yes.then(|| rules_file(dir, dir, OsStr::new(name))).flatten();
+        let exclude = present
+            .git
             .then(|| {
                 let info = dir.child_dir(OsStr::new(".git")).ok()?.child_dir(OsStr::new("info")).ok()?;
                 rules_file(dir, &info, OsStr::new("exclude"))
             })
             .flatten();
-        Level { parent, dot_ignore: matcher(".ignore"), gitignore: matcher(".gitignore"), exclude, has_git }
+        Level {
+            parent,
+            dot_ignore: matcher(present.dot_ignore, ".ignore"),
+            gitignore: matcher(present.gitignore, ".gitignore"),
+            exclude,
+            has_git: present.git,
+        }
     }
+}
+
+/// Which of a directory's ignore files (and `.git`) are there.
+#[derive(Default, Clone, Copy)]
+struct Present {
+    dot_ignore: bool,
+    gitignore: bool,
+    git: bool,
 }
 
 /// A gitignore matcher rooted at `root` from the file `name` in `dir`, if it exists and holds
@@ -331,7 +356,8 @@ fn ignored<'a>(level: &'a Level, global: Option<&'a Gitignore>, path: &Path, is_
 /// A directory waiting to be read.
 struct Job {
     dir: Arc<DirHandle>,
-    level: Arc<Level>,
+    /// The ignore rules of the directories above; the directory's own are read when it is.
+    parent: Arc<Level>,
 }
 
 struct Queue {
@@ -356,12 +382,11 @@ where
     F: Fn() -> V + Sync,
 {
     let top = Arc::new(ws.open_dir(root)?);
-    let level = Arc::new(ancestors_level(ws, root));
-    let level = Arc::new(Level::read(&top, Some(level)));
+    let parent = Arc::new(ancestors_level(ws, root));
     let (global, _) = Gitignore::global();
     let rules = Rules { filters, global: (!global.is_empty()).then_some(global) };
     let queue = Queue {
-        state: Mutex::new(QueueState { jobs: vec![Job { dir: top, level }], active: 0, quit: false }),
+        state: Mutex::new(QueueState { jobs: vec![Job { dir: top, parent }], active: 0, quit: false }),
         ready: Condvar::new(),
     };
     let visitors = std::thread::scope(|s| {
@@ -466,7 +491,9 @@ fn read_dir<V: FileVisitor>(job: &Job, rules: &Rules<'_>, v: &mut V) -> (Vec<Job
             return (Vec::new(), Flow::Continue);
         }
     };
-    let mut children = Vec::new();
+    // The whole listing first: it tells which ignore files this directory has.
+    let mut listed = Vec::new();
+    let mut present = Present::default();
     for entry in entries {
         let entry = match entry {
             Ok(e) => e,
@@ -476,33 +503,37 @@ fn read_dir<V: FileVisitor>(job: &Job, rules: &Rules<'_>, v: &mut V) -> (Vec<Job
             }
         };
         let name = OsStr::from_bytes(entry.file_name().to_bytes());
-        if name == "." || name == ".." {
-            continue;
+        match name.as_bytes() {
+            b"." | b".." => continue,
+            b".ignore" => present.dot_ignore = true,
+            b".gitignore" => present.gitignore = true,
+            b".git" => present.git = true,
+            _ => {}
         }
         let mut kind = Kind::from(entry.file_type());
         if kind == Kind::Unknown {
             // Some filesystems do not fill in the type: ask.
             kind = job.dir.lstat(name).ok().flatten().map_or(Kind::Unknown, |m| m.kind);
         }
-        if !matches!(kind, Kind::File | Kind::Dir) {
-            continue;
+        if matches!(kind, Kind::File | Kind::Dir) {
+            listed.push((name.to_os_string(), kind == Kind::Dir));
         }
-        let path = base.join(name);
-        let is_dir = kind == Kind::Dir;
-        if !rules.keep(&job.level, &path, name, is_dir) {
+    }
+    let level = Arc::new(Level::read_present(&job.dir, Some(Arc::clone(&job.parent)), present));
+    let mut children = Vec::new();
+    for (name, is_dir) in listed {
+        let path = base.join(&name);
+        if !rules.keep(&level, &path, &name, is_dir) {
             continue;
         }
         if is_dir {
-            match job.dir.child_dir(name) {
-                Ok(d) => {
-                    let level = Arc::new(Level::read(&d, Some(Arc::clone(&job.level))));
-                    children.push(Job { dir: Arc::new(d), level });
-                }
+            match job.dir.child_dir(&name) {
+                Ok(d) => children.push(Job { dir: Arc::new(d), parent: Arc::clone(&level) }),
                 // Swapped for a symlink or removed since it was listed: not followed.
                 Err(FsError::Changed { .. } | FsError::Missing { .. } | FsError::NotADirectory { .. }) => {}
                 Err(e) => v.error(e.to_string()),
             }
-        } else if v.file(Entry { path, dir: Arc::clone(&job.dir), name: name.to_os_string() }) == Flow::Quit {
+        } else if v.file(Entry { path, dir: Arc::clone(&job.dir), name }) == Flow::Quit {
             return (children, Flow::Quit);
         }
     }
