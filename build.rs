@@ -1,6 +1,6 @@
 //! Builds the CPU guard (src/native/cpu_guard.c): a check that runs before main and before any
 //! C++ static constructor, compiled for plain x86-64 whatever `target-cpu` the rest is built for.
-//! And embeds the folder `conformance/` so that an installed binary carries its own suite: the
+//! And embeds the folders `conformance/` and `eval/` so that an installed binary carries its own suites: the
 //! same files `cargo test` reads, not a copy.
 
 // A build script that cannot write its header or compile the guard must stop the build.
@@ -27,7 +27,7 @@ const KNOWN: [(&str, u32, u32, u32, u32); 11] = [
 fn main() {
     println!("cargo::rerun-if-changed=src/native/cpu_guard.c");
     println!("cargo::rerun-if-changed=build.rs");
-    embed_conformance();
+    embed_suites();
     if std::env::var("CARGO_CFG_TARGET_ARCH").as_deref() != Ok("x86_64") {
         return;
     }
@@ -64,11 +64,18 @@ fn main() {
         .compile("abhed_cpu_guard");
 }
 
-/// `$OUT_DIR/conformance_files.rs`: every file and symlink under `conformance/`, sorted, as
-/// `(relative path, Embedded)`. Files come in by `include_bytes!`, so an edit rebuilds; the
-/// folder is watched too (cargo scans a watched folder recursively), so an added case does.
-fn embed_conformance() {
-    let root = std::path::PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap()).join("conformance");
+/// `$OUT_DIR/conformance_files.rs` and `$OUT_DIR/eval_files.rs`: the suites an installed binary
+/// carries (`conformance/`, and the task suite `eval/`).
+fn embed_suites() {
+    embed_folder("conformance", "conformance_files.rs");
+    embed_folder("eval", "eval_files.rs");
+}
+
+/// Every file and symlink under `folder`, sorted, as `(relative path, Embedded)`. Files come in
+/// by `include_bytes!`, so an edit rebuilds; the folder is watched too (cargo scans a watched
+/// folder recursively), so an added case does.
+fn embed_folder(folder: &str, generated: &str) {
+    let root = std::path::PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap()).join(folder);
     println!("cargo::rerun-if-changed={}", root.display());
     let mut entries = Vec::new();
     let mut stack = vec![root.clone()];
@@ -86,7 +93,7 @@ fn embed_conformance() {
     entries.sort();
     let mut out = String::from("pub static FILES: &[(&str, Embedded)] = &[\n");
     for (path, link) in entries {
-        let rel = path.strip_prefix(&root).unwrap().to_str().expect("conformance paths are UTF-8");
+        let rel = path.strip_prefix(&root).unwrap().to_str().expect("suite paths are UTF-8");
         if link {
             let target = std::fs::read_link(&path).unwrap();
             writeln!(out, "    ({rel:?}, Embedded::Symlink({:?})),", target.to_str().unwrap()).unwrap();
@@ -95,6 +102,6 @@ fn embed_conformance() {
         }
     }
     out.push_str("];\n");
-    let dest = std::path::PathBuf::from(std::env::var("OUT_DIR").unwrap()).join("conformance_files.rs");
+    let dest = std::path::PathBuf::from(std::env::var("OUT_DIR").unwrap()).join(generated);
     std::fs::write(dest, out).unwrap();
 }

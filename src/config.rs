@@ -130,6 +130,9 @@ pub struct ModelConfig {
     pub kv_type: String,
     /// A built-in chat template (chatml, llama3, ...) for a model whose own llama.cpp does not know.
     pub chat_template: Option<String>,
+    /// How turns are asked for: `auto` (the model's own tool-call format when its chat template
+    /// has one Abhed knows, else JSON turns), `native`, or `json`.
+    pub protocol: String,
     /// 0 is greedy decoding.
     pub temperature: f32,
     pub seed: u32,
@@ -158,6 +161,7 @@ impl Default for ModelConfig {
             n_threads: None,
             kv_type: "f16".into(),
             chat_template: None,
+            protocol: "auto".into(),
             temperature: 0.0,
             seed: 0,
             max_reply_tokens: 1024,
@@ -186,11 +190,21 @@ pub struct RunConfig {
     /// After this many identical calls in a row the next turn may only be the final answer
     /// (0: never).
     pub repeat_limit: u32,
+    /// A task's first turn must be a tool call (where the adapter has a grammar): small models
+    /// otherwise answer at once, without looking at the workspace.
+    pub first_turn_acts: bool,
 }
 
 impl Default for RunConfig {
     fn default() -> Self {
-        RunConfig { max_turns: 30, max_tokens: 500_000, max_wall_s: 1800, working_budget: 2048, repeat_limit: 3 }
+        RunConfig {
+            max_turns: 30,
+            max_tokens: 500_000,
+            max_wall_s: 1800,
+            working_budget: 2048,
+            repeat_limit: 3,
+            first_turn_acts: true,
+        }
     }
 }
 

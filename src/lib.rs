@@ -13,6 +13,7 @@ pub mod boundary;
 pub mod config;
 pub mod conformance;
 pub mod cpu;
+pub mod eval;
 pub mod install;
 pub mod layout;
 pub mod model;

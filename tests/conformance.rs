@@ -6,6 +6,8 @@
 
 use std::path::Path;
 
+mod common;
+
 use abhed::conformance::{Suite, harness};
 
 fn main() {
@@ -43,28 +45,8 @@ fn main() {
         "the suite built into the binary differs from {}; rebuild",
         root.display()
     );
-    assert_case_files_are_committed(&root);
+    common::assert_committed(&root.join("cases"));
     if failed > 0 {
         std::process::exit(1);
     }
-}
-
-/// A case's own `.gitignore` (glob/101 has one) hides its files from `git add`: the case then
-/// passes here and fails on a fresh clone. Such files must be added with `git add -f`.
-fn assert_case_files_are_committed(root: &Path) {
-    let Ok(out) = std::process::Command::new("git")
-        .current_dir(root)
-        .args(["ls-files", "--others", "--ignored", "--exclude-standard", "--", "cases"])
-        .output()
-    else {
-        return; // no git here: nothing to compare with
-    };
-    if !out.status.success() {
-        return; // not a checkout (an unpacked bundle's source, say)
-    }
-    let hidden = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        hidden.trim().is_empty(),
-        "these case files are ignored by git, so a fresh clone lacks them; add them with `git add -f`:\n{hidden}"
-    );
 }

@@ -282,6 +282,7 @@ fn subagent_turns_decode_together_in_one_context() {
                         cancel: &cancel,
                         deadline: None,
                         answer_only: false,
+                        call_only: false,
                         on_token: None,
                     };
                     let r = m.complete(&req).unwrap();

@@ -141,6 +141,7 @@ fn summarise(
         cancel,
         deadline,
         answer_only: true,
+        call_only: false,
         on_token: None,
     };
     let reply = model.complete(&req)?;

@@ -15,35 +15,68 @@ pub const INSTRUCTION_FILES: [&str; 2] = ["ABHED.md", "AGENTS.md"];
 /// The most characters of project instructions included; the rest is named, not sent.
 pub const MAX_INSTRUCTION_CHARS: usize = 8_000;
 
-/// The system prompt for a session in `workspace`.
+/// Where the part of the system prompt that depends on the workspace begins. Everything before
+/// it is the same in every workspace, so its evaluated state, saved once, serves them all.
+pub const WORKSPACE_HEADING: &str = "\n# The workspace\n";
+
+/// The length in bytes of the part of `prompt` that is the same in every workspace.
+pub fn stable_len(prompt: &str) -> usize {
+    prompt.find(WORKSPACE_HEADING).unwrap_or(prompt.len())
+}
+
+/// The system prompt for a session in `workspace`, for the JSON-turn protocol.
 pub fn system_prompt(registry: &Registry, workspace: &Path) -> String {
-    let mut tools = String::new();
-    for t in registry.iter() {
-        let schema = serde_json::to_string(&t.input_schema()).unwrap_or_default();
-        tools.push_str(&format!("\n## {}\n{}\narguments: {schema}\n", t.name(), t.description()));
-    }
-    let ws = workspace.display();
-    let mut prompt = format!(
-        "You are Abhed, a coding agent. You work on the files of the workspace {ws} on an offline machine.
+    system_prompt_for(registry, workspace, false)
+}
 
-# How to act
-Reply with exactly one JSON object and nothing else. To call a tool, name it and give its arguments, e.g.
-{{\"tool\": \"read\", \"arguments\": {{\"path\": \"{ws}/FILE\"}}}}
-You then receive the tool's result and reply again. When the task is finished, give your final answer, in your own words, with facts from the tool results:
-{{\"answer\": \"...\", \"status\": \"done\"}}
-If the task cannot be done, say why in the answer, with \"status\": \"gave_up\".
-
-# Rules
-- Paths are absolute: start them with {ws}/.
+/// The rules every protocol shares.
+const RULES: &str = "# Rules
+- Paths are absolute: start them with the workspace's path.
 - Read a file before you edit or overwrite it. edit needs old_string copied exactly from the file, with its indentation.
 - A tool error says what failed and what to do instead: follow it, do not repeat the same call.
 - Prefer grep and glob to find things; read only what you need.
 - One tool call per reply.
 - A task of one or two steps needs no plan: do it. When a task has several steps, keep a plan (plan) and a checklist (todo), and update the todo list as each step starts and ends: they are your memory of the task.
+";
 
+/// The system prompt for a session in `workspace`: the part every workspace shares first, then
+/// the workspace's path and its own instructions. `native`: the model calls tools in its own
+/// format, and its chat template lists the tools, so the prompt does not.
+pub fn system_prompt_for(registry: &Registry, workspace: &Path, native: bool) -> String {
+    let ws = workspace.display();
+    let mut prompt = if native {
+        format!(
+            "You are Abhed, a coding agent. You work on the files of one workspace (named below) on an offline machine.
+
+# How to act
+Call the tools to look at and change the files: one call per reply, in the tool-call format below. You then receive the tool's result and reply again. When the task is finished, reply with your final answer in plain words, with facts from the tool results, and no tool call. If the task cannot be done, begin the answer with {gave_up} and say why.
+
+{RULES}{WORKSPACE_HEADING}The workspace is {ws}. Every path starts with {ws}/.
+",
+            gave_up = crate::model::native::GAVE_UP_PREFIX
+        )
+    } else {
+        let mut tools = String::new();
+        for t in registry.iter() {
+            let schema = serde_json::to_string(&t.input_schema()).unwrap_or_default();
+            tools.push_str(&format!("\n## {}\n{}\narguments: {schema}\n", t.name(), t.description()));
+        }
+        format!(
+            "You are Abhed, a coding agent. You work on the files of one workspace (named at the end) on an offline machine.
+
+# How to act
+Reply with exactly one JSON object and nothing else. To call a tool, name it and give its arguments, e.g.
+{{\"tool\": \"grep\", \"arguments\": {{\"pattern\": \"def main\"}}}}
+You then receive the tool's result and reply again. When the task is finished, give your final answer, in your own words, with facts from the tool results:
+{{\"answer\": \"...\", \"status\": \"done\"}}
+If the task cannot be done, say why in the answer, with \"status\": \"gave_up\".
+
+{RULES}
 # Tools
-{tools}"
-    );
+{tools}{WORKSPACE_HEADING}The workspace is {ws}. Every path starts with {ws}/.
+"
+        )
+    };
     for name in INSTRUCTION_FILES {
         let path = workspace.join(name);
         let text = match read_instructions(workspace, name) {
@@ -112,8 +145,8 @@ fn read_instructions(workspace: &Path, name: &str) -> Instructions {
 
 /// The system prompt of a subagent: the same rules and project instructions, its profile, and
 /// what its final answer is for.
-pub fn subagent_prompt(registry: &Registry, workspace: &Path, profile: Profile) -> String {
-    let mut prompt = system_prompt(registry, workspace);
+pub fn subagent_prompt(registry: &Registry, workspace: &Path, profile: Profile, native: bool) -> String {
+    let mut prompt = system_prompt_for(registry, workspace, native);
     prompt.push_str(&format!(
         "\n# You are a subagent\nAnother agent gave you the task below and sees only your final answer. {} Your final answer is your report: what you found or did, with absolute paths, line numbers and exact error messages, in at most about 1000 words.\n",
         profile.brief()
@@ -133,6 +166,22 @@ mod tests {
         assert!(p.contains("\n## read\n"), "{p}");
         assert!(p.contains("# Project instructions (AGENTS.md)\nRun `make check` before answering.\n"), "{p}");
         assert!(!p.contains("ABHED.md)"), "{p}");
+    }
+
+    #[test]
+    fn the_part_before_the_workspace_is_the_same_in_every_workspace() {
+        let a = tempfile::tempdir().unwrap();
+        let b = tempfile::tempdir().unwrap();
+        std::fs::write(b.path().join("ABHED.md"), "Use tabs.\n").unwrap();
+        let pa = system_prompt(&Registry::native(), a.path());
+        let pb = system_prompt(&Registry::native(), b.path());
+        let (sa, sb) = (&pa[..stable_len(&pa)], &pb[..stable_len(&pb)]);
+        assert_eq!(sa, sb);
+        assert!(sa.contains("\n## read\n") && sa.len() + 200 > pa.len(), "the tools are in the shared part");
+        for (p, s, dir) in [(&pa, sa, a.path()), (&pb, sb, b.path())] {
+            assert!(!s.contains(&dir.display().to_string()), "{s}");
+            assert!(p[s.len()..].starts_with(WORKSPACE_HEADING) && p.contains(&format!("{}/", dir.display())));
+        }
     }
 
     #[test]

@@ -81,9 +81,10 @@ impl<'a, 'm> Agent<'a, 'm> {
     /// died while the tool ran) is recorded and told to the model as interrupted, never re-run.
     pub fn new(model: &'m mut dyn Model, setup: RunSetup<'a>, events: Sender<Event>) -> Result<Self> {
         let schema = TurnSchema::new(setup.registry);
+        let native = crate::model::native::is_native(&model.describe().protocol);
         let system = match &setup.subagent {
-            Some(link) => prompt::subagent_prompt(setup.registry, setup.tools.workspace.root(), link.profile),
-            None => prompt::system_prompt(setup.registry, setup.tools.workspace.root()),
+            Some(link) => prompt::subagent_prompt(setup.registry, setup.tools.workspace.root(), link.profile, native),
+            None => prompt::system_prompt_for(setup.registry, setup.tools.workspace.root(), native),
         };
         let stored = setup.tools.session.events()?;
         let resumed = !stored.is_empty();
@@ -92,7 +93,7 @@ impl<'a, 'm> Agent<'a, 'm> {
             model,
             setup,
             schema,
-            messages: vec![Message::new(Role::System, system)],
+            messages: vec![Message::new(Role::System, system.clone()).with_shared_prefix(prompt::stable_len(&system))],
             events,
             repeats: history::RepeatCounter::default(),
             current_task: None,
@@ -169,6 +170,9 @@ impl<'a, 'm> Agent<'a, 'm> {
         let mut counters = Counters::default();
         // Set when the model made the same call `repeat_limit` times in a row.
         let mut answer_only = false;
+        // A task's first turn must act (`run.first_turn_acts`): until the model has made a call,
+        // a final answer is not allowed.
+        let mut must_act = task.is_some() && self.setup.tools.config.run.first_turn_acts;
 
         let prompt_sha256 = sha_hex(&self.messages[0].content);
         if let Some(text) = &task {
@@ -266,6 +270,7 @@ impl<'a, 'm> Agent<'a, 'm> {
                 cancel: &self.setup.cancel,
                 deadline,
                 answer_only,
+                call_only: must_act && !answer_only,
                 on_token: self.setup.stream_tokens.then_some(&tell as &dyn Fn(&str)),
             };
             let reply = match self.model.complete(&req) {
@@ -373,6 +378,7 @@ impl<'a, 'm> Agent<'a, 'm> {
                     return self.finish(reason, msg, Some(text), &counters, start);
                 }
                 Ok(Turn::Call(call)) => {
+                    must_act = false;
                     let repeated = self.repeats.observe(&call.name, &call.arguments);
                     answer_only = self.setup.repeat_limit > 0 && repeated + 1 >= self.setup.repeat_limit;
                     // What the window can still take: a result that would not fit is cut by the

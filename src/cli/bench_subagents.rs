@@ -47,7 +47,7 @@ pub fn run(
     let registry = Registry::only(Profile::Explore.tools());
     let mut session = engine.session(&TurnSchema::new(&registry)).map_err(setup)?;
     let ws = std::env::current_dir().unwrap_or_else(|_| "/".into());
-    let system = prompt::subagent_prompt(&registry, &ws, Profile::Explore);
+    let system = prompt::subagent_prompt(&registry, &ws, Profile::Explore, false);
     let conversations: Vec<Vec<Message>> = (0..n as usize)
         .map(|i| {
             vec![
@@ -128,6 +128,7 @@ fn turns(
                 cancel: &cancel,
                 deadline: None,
                 answer_only: true,
+                call_only: false,
                 on_token: None,
             };
             let r = m.complete(&req).map_err(|e| anyhow::anyhow!("{e}"));

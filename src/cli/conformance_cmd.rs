@@ -89,7 +89,7 @@ pub fn run(a: ConformanceArgs) -> Result<u8, Failure> {
     let plan = run_cmd::plan(cwd, None, config.clone(), &a.model, &BudgetArgs::default(), Op::Continue)?;
     let store = Store::open(&plan.store_path).map_err(|e| Failure::internal(&e))?;
     let (key, _, _) = run_cmd::model_identity(&plan.spec, &store)?;
-    let (work, _lock) = work_dir(a.work_dir.as_deref(), &plan.config)?;
+    let (work, _lock) = work_dir(a.work_dir.as_deref(), &plan.config, "conformance", &["ws", "probe.db"])?;
     let limits = RunLimits {
         max_reply_tokens: a.model.max_reply_tokens.unwrap_or(RunLimits::default().max_reply_tokens),
         ..RunLimits::default()
@@ -218,13 +218,19 @@ fn run_harness(suite: &Suite, progress: &dyn Fn(&str)) -> Result<HarnessResult, 
     Ok(result)
 }
 
-/// The probe's folder, locked for this run. The workspace path is part of the system prompt and
-/// of every task, so by default it is one fixed path: two probes of a model, here or on
-/// another machine, then show it the same text.
-fn work_dir(flag: Option<&std::path::Path>, config: &Config) -> Result<(PathBuf, std::fs::File), Failure> {
+/// The probe's (or the task suite's) folder, locked for this run, with `clear` (the workspace and
+/// the scratch store of the last run) removed. The workspace path is part of the system prompt
+/// and of every task, so by default it is one fixed path, `/tmp/abhed-NAME-UID`: two runs on a
+/// model, here or on another machine, then show it the same text.
+pub(super) fn work_dir(
+    flag: Option<&std::path::Path>,
+    config: &Config,
+    name: &str,
+    clear: &[&str],
+) -> Result<(PathBuf, std::fs::File), Failure> {
     use std::os::unix::fs::{DirBuilderExt as _, MetadataExt as _};
     let uid = std::fs::metadata("/proc/self").map_err(|e| Failure::internal(&e.into()))?.uid();
-    let dir = flag.map_or_else(|| PathBuf::from(format!("/tmp/abhed-conformance-{uid}")), Path::to_path_buf);
+    let dir = flag.map_or_else(|| PathBuf::from(format!("/tmp/abhed-{name}-{uid}")), Path::to_path_buf);
     // The folder becomes the probe's workspace (shared with the VM) and is cleared below: the
     // same check as any workspace, before anything in it is touched. The probe runs with the
     // built-in defaults, so only the sandbox's own settings of the user config apply.
@@ -256,15 +262,16 @@ fn work_dir(flag: Option<&std::path::Path>, config: &Config) -> Result<(PathBuf,
         .map_err(|e| Failure::usage(format!("cannot open {}: {e}", lock_path.display())))?;
     if lock.try_lock().is_err() {
         return Err(Failure::usage(format!(
-            "another abhed conformance is using {} (it holds {}); wait for it, or give --work-dir",
+            "another abhed {name} is using {} (it holds {}); wait for it, or give --work-dir",
             dir.display(),
             lock_path.display()
         )));
     }
-    // What an earlier probe left: a fresh workspace and store for this one.
-    for old in ["ws", "probe.db", "probe.db-wal", "probe.db-shm"] {
-        let p = dir.join(old);
-        let _ = if p.is_dir() { std::fs::remove_dir_all(&p) } else { std::fs::remove_file(&p) };
+    // What an earlier run left: a fresh workspace and store for this one.
+    for old in clear {
+        for p in [dir.join(old), dir.join(format!("{old}-wal")), dir.join(format!("{old}-shm"))] {
+            let _ = if p.is_dir() { std::fs::remove_dir_all(&p) } else { std::fs::remove_file(&p) };
+        }
     }
     Ok((dir, lock))
 }

@@ -8,6 +8,7 @@ mod bench_subagents;
 mod chat_cmd;
 mod conformance_cmd;
 mod doctor_cmd;
+mod eval_cmd;
 mod render;
 mod run_cmd;
 mod sessions_cmd;
@@ -67,6 +68,9 @@ enum Command {
     /// error-recovery scenarios; the report is stored, and `run` refuses a model without a
     /// passing one.
     Conformance(conformance_cmd::ConformanceArgs),
+    /// Run the task suite (docs/EVAL.md): real coding tasks, each run to its end on the model
+    /// and checked in the microVM; the report is stored under the model.
+    Eval(eval_cmd::EvalArgs),
     /// List, show, export, verify and resume sessions.
     #[command(subcommand)]
     Sessions(sessions_cmd::SessionsCmd),
@@ -116,6 +120,7 @@ pub fn main() -> ExitCode {
         Command::Chat(args) => chat_cmd::run(args),
         Command::Bench(args) => bench_cmd::run(args),
         Command::Conformance(args) => conformance_cmd::run(args),
+        Command::Eval(args) => eval_cmd::run(args),
         Command::Sessions(cmd) => sessions_cmd::run(cmd),
         Command::Tool(args) => tool_cmd::run(args),
         Command::Doctor(args) => doctor_cmd::run(args),

@@ -49,6 +49,10 @@ pub struct ModelArgs {
     /// The most tokens one reply may have.
     #[arg(long, value_name = "N")]
     pub max_reply_tokens: Option<u32>,
+    /// How turns are asked for: auto (the model's own tool-call format where Abhed knows it),
+    /// native, or json (one JSON object per turn).
+    #[arg(long, value_name = "auto|native|json")]
+    pub protocol: Option<String>,
     /// Do not use (or write) the saved system-prompt state.
     #[arg(long)]
     pub no_prompt_cache: bool,
@@ -286,6 +290,7 @@ pub(super) fn plan(
         settings.n_ctx = m.n_ctx.or(mc.n_ctx);
         settings.n_threads = m.threads.or(mc.n_threads);
         settings.chat_template = m.chat_template.clone().or_else(|| mc.chat_template.clone());
+        settings.protocol = m.protocol.clone().unwrap_or_else(|| mc.protocol.clone());
         let prompt_cache_dir = (mc.prompt_cache && !m.no_prompt_cache)
             .then(|| store_path.parent().map(|d| d.join("prompt-cache")))
             .flatten();

@@ -16,7 +16,7 @@ pub mod harness;
 pub mod probe;
 pub mod report;
 pub mod suite;
-mod tree;
+pub mod tree;
 
 pub use harness::{Case, CaseReport, run_case};
 pub use suite::Suite;

@@ -1,6 +1,6 @@
-//! The suite's files, from the binary or from a checkout. `build.rs` embeds the folder
-//! `conformance/` in the binary, so `abhed conformance` runs exactly the files `cargo test`
-//! reads from disk.
+//! A suite's files, from the binary or from a checkout. `build.rs` embeds the folders
+//! `conformance/` and `eval/` in the binary, so `abhed conformance` and `abhed eval` run exactly
+//! the files `cargo test` reads from disk.
 
 use std::path::{Path, PathBuf};
 
@@ -19,6 +19,11 @@ pub enum Embedded {
 mod embedded {
     use super::Embedded;
     include!(concat!(env!("OUT_DIR"), "/conformance_files.rs"));
+}
+
+mod embedded_eval {
+    use super::Embedded;
+    include!(concat!(env!("OUT_DIR"), "/eval_files.rs"));
 }
 
 /// The folder `conformance/`: every file and symlink by its path relative to the folder.
@@ -42,7 +47,16 @@ pub struct Item<T> {
 impl Suite {
     /// The suite this binary was built with.
     pub fn embedded() -> Suite {
-        let files = embedded::FILES
+        Suite::from_embedded(embedded::FILES)
+    }
+
+    /// The task suite (`eval/`, docs/EVAL.md) this binary was built with.
+    pub fn embedded_eval() -> Suite {
+        Suite::from_embedded(embedded_eval::FILES)
+    }
+
+    fn from_embedded(files: &'static [(&'static str, Embedded)]) -> Suite {
+        let files = files
             .iter()
             .map(|(path, e)| {
                 let entry = match e {
@@ -55,10 +69,9 @@ impl Suite {
         Suite { files, disk: None }
     }
 
-    /// The suite in a folder (a checkout's `conformance/`).
+    /// The suite in a folder (a checkout's `conformance/` or `eval/`).
     pub fn load(root: &Path) -> Result<Suite> {
-        let files =
-            tree::snapshot(root).with_context(|| format!("cannot read the conformance suite {}", root.display()))?;
+        let files = tree::snapshot(root).with_context(|| format!("cannot read the suite {}", root.display()))?;
         Ok(Suite { files, disk: Some(root.to_path_buf()) })
     }
 
@@ -111,21 +124,28 @@ impl Suite {
 
     /// Every item of `part` (`part/<group>/<item>/<file>`), parsed, sorted by name.
     pub fn items<T: DeserializeOwned>(&self, part: &str, file: &str) -> Result<Vec<Item<T>>> {
+        self.items_at(part, file, 2)
+    }
+
+    /// Every item of a flat part (`part/<item>/<file>`, the task suite's `tasks/`).
+    pub fn flat_items<T: DeserializeOwned>(&self, part: &str, file: &str) -> Result<Vec<Item<T>>> {
+        self.items_at(part, file, 1)
+    }
+
+    /// The items `depth` folders below `part`, named by those folders joined with `/`.
+    fn items_at<T: DeserializeOwned>(&self, part: &str, file: &str, depth: usize) -> Result<Vec<Item<T>>> {
         let mut items = Vec::new();
-        for (path, _) in self.files.range(format!("{part}/")..).take_while(|(k, _)| k.starts_with(&format!("{part}/")))
-        {
-            let rest = &path[part.len() + 1..];
+        let under = format!("{part}/");
+        for (path, _) in self.files.range(under.clone()..).take_while(|(k, _)| k.starts_with(&under)) {
+            let rest = &path[under.len()..];
             let parts: Vec<&str> = rest.split('/').collect();
-            if parts.len() != 3 || parts[2] != file {
+            if parts.len() != depth + 1 || parts[depth] != file {
                 continue;
             }
             let text = self.text(path).with_context(|| format!("{part}/{rest} is not UTF-8 text"))?;
             let spec: T = toml::from_str(text).with_context(|| format!("invalid {part}/{rest}"))?;
-            items.push(Item {
-                name: format!("{}/{}", parts[0], parts[1]),
-                spec,
-                prefix: format!("{part}/{}/{}", parts[0], parts[1]),
-            });
+            let name = parts[..depth].join("/");
+            items.push(Item { prefix: format!("{part}/{name}"), name, spec });
         }
         Ok(items)
     }

@@ -20,7 +20,7 @@ use std::path::PathBuf;
 use std::sync::OnceLock;
 use std::time::Instant;
 
-use anyhow::{Result, anyhow, bail};
+use anyhow::{Context as _, Result, anyhow, bail};
 use llama_cpp_2::context::LlamaContext;
 use llama_cpp_2::context::params::{KvCacheType, LlamaContextParams};
 use llama_cpp_2::llama_backend::LlamaBackend;
@@ -33,6 +33,7 @@ use llama_cpp_2::token::data::LlamaTokenData;
 use llama_cpp_2::token::data_array::LlamaTokenDataArray;
 use sha2::{Digest, Sha256};
 
+use super::native::{Family, Native, Only};
 use super::{Message, Model, ModelError, ModelInfo, Reply, TurnRequest, TurnSchema, Usage};
 use crate::config::ModelConfig;
 
@@ -105,6 +106,8 @@ pub struct LlamaEngine {
     sha256: String,
     template: LlamaChatTemplate,
     template_name: String,
+    /// The model's own tool-call format, when that is the protocol.
+    native: Option<Native>,
 }
 
 impl LlamaEngine {
@@ -146,11 +149,16 @@ impl LlamaEngine {
                 params.path.display()
             )
         })?;
-        Ok(LlamaEngine { model, params, sha256, template, template_name })
+        let native = native_protocol(&model, &params, &template, &template_name)?;
+        Ok(LlamaEngine { model, params, sha256, template, template_name, native })
     }
 
     /// The chat template applied to `messages`, tokenized.
     fn render(&self, messages: &[Message], add_assistant: bool) -> Result<Vec<LlamaToken>> {
+        if let Some(native) = &self.native {
+            let text = native.render(messages, &self.functions(), add_assistant)?;
+            return Ok(self.model.vocab().tokenize(text.as_bytes(), true, true));
+        }
         let chat = messages.iter().map(|m| chat_message(m.role.as_str(), &m.content)).collect::<Result<Vec<_>>>()?;
         let text = self
             .model
@@ -182,7 +190,28 @@ impl LlamaEngine {
             n_ctx: Some(n_ctx),
             template: Some(self.template_name.clone()),
             threads: Some(threads),
+            protocol: self.native.as_ref().map_or(super::JSON_TURN, |n| n.family().protocol()).into(),
         }
+    }
+
+    /// The tools as the chat template's `tools` variable takes them.
+    fn functions(&self) -> Vec<serde_json::Value> {
+        static FUNCTIONS: OnceLock<Vec<serde_json::Value>> = OnceLock::new();
+        FUNCTIONS.get_or_init(|| TurnSchema::new(&crate::tools::Registry::native()).functions().to_vec()).clone()
+    }
+
+    /// A generated reply as the loop reads it: a JSON turn (a native reply is converted).
+    pub(crate) fn reply_text(&self, raw: String) -> String {
+        match &self.native {
+            Some(n) => n.to_turn(&raw),
+            None => raw,
+        }
+    }
+
+    /// Whether pieces of special tokens are part of a reply's text (a native call's tags are
+    /// special tokens in some vocabularies).
+    pub(crate) fn special_pieces(&self) -> bool {
+        self.native.is_some()
     }
 
     /// Context parameters for `n_ctx` tokens in all, split over `n_seq` sequences.
@@ -211,15 +240,28 @@ impl LlamaEngine {
         let ctx = self.model.new_context(backend()?, cparams).map_err(|e| {
             anyhow!("llama.cpp could not create a context of {n_ctx} tokens ({e}); lower --ctx or model.n_ctx")
         })?;
-        let gbnf = self.grammar(schema.json_schema())?;
-        let gbnf_answer = self.grammar(schema.answer_schema())?;
+        let grammars = match &self.native {
+            Some(n) => {
+                let call = llama_cpp_2::json_schema_to_grammar(&serde_json::to_string(schema.native_call_schema())?)
+                    .map_err(|e| anyhow!("llama.cpp could not turn the call schema into a grammar: {e}"))?;
+                Grammars {
+                    either: self.check_grammar(n.grammar(&call, Only::Either)?)?,
+                    answer: self.check_grammar(n.grammar(&call, Only::Answer)?)?,
+                    call: self.check_grammar(n.grammar(&call, Only::Call)?)?,
+                }
+            }
+            None => Grammars {
+                either: self.grammar(schema.json_schema())?,
+                answer: self.grammar(schema.answer_schema())?,
+                call: self.grammar(schema.call_schema())?,
+            },
+        };
         Ok(LlamaSession {
             engine: self,
             ctx,
             n_ctx,
             threads,
-            gbnf,
-            gbnf_answer,
+            grammars,
             cached: Vec::new(),
             prompt_cache_used: false,
             pool: None,
@@ -231,9 +273,67 @@ impl LlamaEngine {
     fn grammar(&self, schema: &serde_json::Value) -> Result<String> {
         let gbnf = llama_cpp_2::json_schema_to_grammar(&serde_json::to_string(schema)?)
             .map_err(|e| anyhow!("llama.cpp could not turn the turn schema into a grammar: {e}"))?;
+        self.check_grammar(gbnf)
+    }
+
+    fn check_grammar(&self, gbnf: String) -> Result<String> {
         LlamaSampler::grammar(&self.model, &gbnf, "root")
             .map_err(|e| anyhow!("llama.cpp rejected the generated grammar: {e}"))?;
         Ok(gbnf)
+    }
+}
+
+/// The model's own tool-call format, if the protocol setting and the chat template call for it:
+/// `auto` takes it where the GGUF's own template renders calls of a family Abhed knows,
+/// `native` requires it, `json` never takes it.
+fn native_protocol(
+    model: &LlamaModel,
+    params: &LlamaParams,
+    template: &LlamaChatTemplate,
+    template_name: &str,
+) -> Result<Option<Native>> {
+    let setting = params.settings.protocol.as_str();
+    if !matches!(setting, "auto" | "native" | "json") {
+        bail!("model.protocol (--protocol) is {setting:?}; it must be auto, native or json");
+    }
+    let source = template.to_str().unwrap_or_default();
+    let family = (template_name == "gguf").then(|| Family::detect(source)).flatten();
+    let family = match (setting, family) {
+        ("json", _) | ("auto", None) => return Ok(None),
+        (_, None) => bail!(
+            "{} has no chat template with tool calls of a family Abhed knows (Hermes/Qwen2.5 `<tool_call>`), so --protocol native cannot be used; use --protocol json",
+            params.path.display()
+        ),
+        (_, Some(f)) => f,
+    };
+    let vocab = model.vocab();
+    let piece = |t| {
+        let mut b = Vec::new();
+        vocab.token_to_piece_into(t, &mut b, true, None);
+        String::from_utf8_lossy(&b).into_owned()
+    };
+    Native::new(family, source, &piece(vocab.bos()), &piece(vocab.eos()))
+        .map(Some)
+        .with_context(|| format!("the chat template of {}", params.path.display()))
+}
+
+/// The GBNF grammars of a turn.
+pub(crate) struct Grammars {
+    /// A call or the final answer.
+    either: String,
+    /// Only the final answer (the repeat guard, compaction).
+    answer: String,
+    /// Only a call (a task's first turn).
+    call: String,
+}
+
+impl Grammars {
+    pub(crate) fn pick(&self, answer_only: bool, call_only: bool) -> &str {
+        match (answer_only, call_only) {
+            (true, _) => &self.answer,
+            (false, true) => &self.call,
+            (false, false) => &self.either,
+        }
     }
 }
 
@@ -249,9 +349,7 @@ pub struct LlamaSession<'m> {
     ctx: LlamaContext<'m>,
     n_ctx: u32,
     threads: u32,
-    gbnf: String,
-    /// The grammar of a turn that may only be the final answer.
-    gbnf_answer: String,
+    grammars: Grammars,
     /// The tokens whose state is in the KV cache, in order from position 0.
     cached: Vec<LlamaToken>,
     /// Whether the disk cache of the system prompt was tried (once per session).
@@ -276,7 +374,7 @@ impl LlamaSession<'_> {
     pub fn grammar_accepts(&self, reply: &str) -> Result<bool> {
         let model = &self.engine.model;
         let vocab = model.vocab();
-        let mut sampler = TurnSampler::new(model, &self.gbnf, 0.0, 0)?;
+        let mut sampler = TurnSampler::new(model, &self.grammars.either, 0.0, 0)?;
         for token in vocab.tokenize(reply.as_bytes(), false, false) {
             if !sampler.accepts(token) {
                 return Ok(false);
@@ -326,6 +424,22 @@ impl LlamaSession<'_> {
         Ok(())
     }
 
+    /// The tokens of the system message's shared part (`Message::shared_prefix`): those the
+    /// whole message and its shared text alone begin with, so the template's closing tokens and
+    /// a token that could merge across the boundary are left out. The whole message's tokens
+    /// when it has no shared part.
+    fn shared_tokens(&self, system: &Message) -> Result<Vec<LlamaToken>, ModelError> {
+        let whole = self.tokenize(std::slice::from_ref(system), false)?;
+        let Some(shared) =
+            system.shared_prefix.filter(|&n| n < system.content.len()).and_then(|n| system.content.get(..n))
+        else {
+            return Ok(whole);
+        };
+        let part = self.tokenize(&[Message::new(system.role, shared)], false)?;
+        let n = whole.iter().zip(&part).take_while(|(a, b)| a == b).count();
+        Ok(whole[..n].to_vec())
+    }
+
     fn prompt_cache_file(&self, system: &[LlamaToken]) -> Option<PathBuf> {
         let dir = self.engine.params.prompt_cache_dir.as_ref()?;
         let mut h = Sha256::new();
@@ -340,12 +454,12 @@ impl LlamaSession<'_> {
         Some(dir.join(format!("{model}-{key}.kv")))
     }
 
-    /// Fill the cache with the system prompt from disk, or evaluate it and save it there.
-    /// Returns the tokens evaluated (0 when the state came from disk).
+    /// Fill the cache with the system prompt's shared part from disk, or evaluate it and save
+    /// it there. Returns the tokens evaluated (0 when the state came from disk).
     fn warm_system_prompt(&mut self, messages: &[Message], cancel: &dyn Fn() -> bool) -> Result<u32, ModelError> {
         self.prompt_cache_used = true;
         let Some(first) = messages.first().filter(|m| m.role == super::Role::System) else { return Ok(0) };
-        let system = self.tokenize(std::slice::from_ref(first), false)?;
+        let system = self.shared_tokens(first)?;
         let Some(file) = self.prompt_cache_file(&system) else { return Ok(0) };
         if file.is_file()
             && let Ok(tokens) = self.ctx.state_load_file(&file, self.n_ctx as usize)
@@ -383,7 +497,7 @@ impl Model for LlamaSession<'_> {
             self.pool = Some(parallel::Pool::new(self.engine, self.n_ctx, self.threads)?);
         }
         let Some(pool) = self.pool.as_mut() else { return Ok(()) };
-        pool.run(&self.gbnf, &self.gbnf_answer, jobs)
+        pool.run(&self.grammars, jobs)
     }
 
     fn n_ctx(&self) -> Option<u32> {
@@ -441,7 +555,7 @@ impl LlamaSession<'_> {
     fn generate(&mut self, req: &TurnRequest<'_>, stop: &dyn Fn() -> bool) -> Result<Generated, ModelError> {
         let model = &self.engine.model;
         let p = &self.engine.params;
-        let gbnf = if req.answer_only { &self.gbnf_answer } else { &self.gbnf };
+        let gbnf = self.grammars.pick(req.answer_only, req.call_only);
         let mut sampler = TurnSampler::new(model, gbnf, p.settings.temperature, p.settings.seed)?;
         let vocab = model.vocab();
         let mut bytes = Vec::new();
@@ -459,7 +573,7 @@ impl LlamaSession<'_> {
             }
             sampler.accept(token);
             out.tokens += 1;
-            vocab.token_to_piece_into(token, &mut bytes, false, None);
+            vocab.token_to_piece_into(token, &mut bytes, self.engine.special_pieces(), None);
             if let Some(tell) = req.on_token {
                 // Only whole characters: a token can end inside one.
                 let fresh = &bytes[streamed..];
@@ -481,7 +595,7 @@ impl LlamaSession<'_> {
             self.ctx.decode(&mut batch).map_err(|e| anyhow!("llama.cpp decode failed: {e}"))?;
             self.cached.push(token);
         }
-        out.text = String::from_utf8_lossy(&bytes).into_owned();
+        out.text = self.engine.reply_text(String::from_utf8_lossy(&bytes).into_owned());
         Ok(out)
     }
 }

@@ -9,6 +9,7 @@
 
 pub mod llama;
 pub mod locate;
+pub mod native;
 pub mod openai;
 pub mod protocol;
 pub mod scripted;
@@ -52,11 +53,22 @@ impl Role {
 pub struct Message {
     pub role: Role,
     pub content: String,
+    /// Bytes at the start of `content` that are the same in every session (the system prompt
+    /// before its workspace part): an adapter that saves evaluated state saves that much, so
+    /// one saved state serves every workspace. A hint for caching only; never stored.
+    #[serde(skip)]
+    pub shared_prefix: Option<usize>,
 }
 
 impl Message {
     pub fn new(role: Role, content: impl Into<String>) -> Self {
-        Message { role, content: content.into() }
+        Message { role, content: content.into(), shared_prefix: None }
+    }
+
+    /// This message, with its first `len` bytes marked as the same in every session.
+    pub fn with_shared_prefix(mut self, len: usize) -> Self {
+        self.shared_prefix = Some(len);
+        self
     }
 }
 
@@ -73,6 +85,9 @@ pub struct TurnRequest<'a> {
     /// Only a final answer is allowed this turn: the loop's repeat guard, after the model made
     /// the same call too many times in a row. Adapters with a grammar enforce it.
     pub answer_only: bool,
+    /// Only a tool call is allowed this turn: a task's first turn (`run.first_turn_acts`).
+    /// Adapters with a grammar enforce it; `answer_only` wins when both are set.
+    pub call_only: bool,
     /// Told each piece of the reply as it is generated (interactive mode streams them), where
     /// the adapter generates token by token.
     pub on_token: Option<&'a dyn Fn(&str)>,
@@ -175,7 +190,18 @@ pub struct ModelInfo {
     /// The chat template in use: `gguf` (the model's own) or the name of a built-in one.
     pub template: Option<String>,
     pub threads: Option<u32>,
+    /// How turns are asked for and read: `json-turn` (one JSON object per turn, under a
+    /// grammar where the adapter has one).
+    #[serde(default = "json_turn")]
+    pub protocol: String,
 }
+
+fn json_turn() -> String {
+    JSON_TURN.to_string()
+}
+
+/// The protocol of one JSON object per turn (docs/ARCHITECTURE.md).
+pub const JSON_TURN: &str = "json-turn";
 
 /// A cancellation flag shared by the loop, the adapter and the Ctrl-C handler. A child flag
 /// (a group of subagents) is also cancelled by its parent's, but cancelling it leaves the parent

@@ -35,6 +35,7 @@ pub struct OpenAi {
     agent: ureq::Agent,
     schema: Value,
     answer_schema: Value,
+    call_schema: Value,
     n_ctx: Option<u32>,
 }
 
@@ -61,6 +62,7 @@ impl OpenAi {
             agent,
             schema: schema.json_schema().clone(),
             answer_schema: schema.answer_schema().clone(),
+            call_schema: schema.call_schema().clone(),
         };
         if me.n_ctx.is_none() {
             me.n_ctx = me.server_n_ctx(&root);
@@ -81,7 +83,11 @@ impl OpenAi {
     fn body(&self, req: &TurnRequest<'_>) -> Value {
         let messages: Vec<Value> =
             req.messages.iter().map(|m| json!({"role": m.role.as_str(), "content": m.content})).collect();
-        let schema = if req.answer_only { &self.answer_schema } else { &self.schema };
+        let schema = match (req.answer_only, req.call_only) {
+            (true, _) => &self.answer_schema,
+            (false, true) => &self.call_schema,
+            (false, false) => &self.schema,
+        };
         json!({
             "model": self.params.model,
             "messages": messages,
@@ -122,6 +128,7 @@ impl Model for OpenAi {
             name: self.params.model.clone(),
             location: self.url.clone(),
             n_ctx: self.n_ctx,
+            protocol: super::JSON_TURN.into(),
             ..ModelInfo::default()
         }
     }

@@ -31,7 +31,13 @@ pub enum Turn {
 pub struct TurnSchema {
     schema: Value,
     answer: Value,
+    /// A turn that may only be a tool call.
+    call: Value,
     tools: Vec<String>,
+    /// The JSON schema of a call in the model's own format: `{"name": ..., "arguments": ...}`.
+    native_call: Value,
+    /// The tools as a chat template's `tools` variable takes them (OpenAI's function shape).
+    functions: Vec<Value>,
 }
 
 impl TurnSchema {
@@ -59,12 +65,49 @@ impl TurnSchema {
             "required": ["answer", "status"],
             "additionalProperties": false,
         });
+        let call = json!({ "oneOf": variants.clone() });
         variants.push(answer.clone());
+        let native_variants: Vec<Value> = registry
+            .iter()
+            .map(|t| {
+                json!({
+                    "type": "object",
+                    "properties": {
+                        "name": {"const": t.name()},
+                        "arguments": closed(t.input_schema()),
+                    },
+                    "required": ["name", "arguments"],
+                    "additionalProperties": false,
+                })
+            })
+            .collect();
+        let functions = registry
+            .iter()
+            .map(|t| {
+                json!({
+                    "type": "function",
+                    "function": {"name": t.name(), "description": t.description(), "parameters": t.input_schema()},
+                })
+            })
+            .collect();
         TurnSchema {
             schema: json!({ "oneOf": variants }),
             answer,
+            call,
             tools: registry.names().iter().map(|s| s.to_string()).collect(),
+            native_call: json!({ "oneOf": native_variants }),
+            functions,
         }
+    }
+
+    /// The JSON schema of one call in the model's own format (`{"name", "arguments"}`).
+    pub fn native_call_schema(&self) -> &Value {
+        &self.native_call
+    }
+
+    /// The tools in OpenAI's function shape, for a chat template's `tools`.
+    pub fn functions(&self) -> &[Value] {
+        &self.functions
     }
 
     /// The JSON schema of a turn.
@@ -75,6 +118,11 @@ impl TurnSchema {
     /// The JSON schema of a turn that may only be the final answer.
     pub fn answer_schema(&self) -> &Value {
         &self.answer
+    }
+
+    /// The JSON schema of a turn that may only be a tool call.
+    pub fn call_schema(&self) -> &Value {
+        &self.call
     }
 
     /// Parse a reply. The error is written for the model: it says what was wrong and shows the

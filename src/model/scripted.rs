@@ -97,6 +97,7 @@ impl Model for Scripted {
             adapter: "scripted".into(),
             name: self.path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
             location: self.path.display().to_string(),
+            protocol: super::JSON_TURN.into(),
             ..ModelInfo::default()
         }
     }

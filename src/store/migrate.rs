@@ -13,7 +13,7 @@ use super::key::Key;
 use super::{now_rfc3339, seal};
 
 /// The schema version this build writes.
-pub(super) const SCHEMA_VERSION: i64 = 5;
+pub(super) const SCHEMA_VERSION: i64 = 6;
 
 /// One migration: from `version - 1` (or, for the first step, anything older) to `version`.
 struct Step {
@@ -21,7 +21,8 @@ struct Step {
     run: fn(&Transaction<'_>, &Key, i64) -> Result<()>,
 }
 
-const STEPS: &[Step] = &[Step { version: 4, run: base }, Step { version: 5, run: keyed }];
+const STEPS: &[Step] =
+    &[Step { version: 4, run: base }, Step { version: 5, run: keyed }, Step { version: 6, run: eval_reports }];
 
 /// Bring the store to [`SCHEMA_VERSION`]. `key` seals what a step must seal.
 pub(super) fn upgrade(conn: &mut Connection, key: &Key) -> Result<()> {
@@ -141,5 +142,23 @@ ALTER TABLE file_hashes ADD COLUMN mac TEXT NOT NULL DEFAULT '';
     super::reads::reseal_all(tx, key)?;
     super::file_hashes::reseal_all(tx, key)?;
     super::reports::rechain_all(tx, key)?;
+    Ok(())
+}
+
+/// Schema 6: the task suite's reports (`abhed eval`), chained like the conformance reports.
+fn eval_reports(tx: &Transaction<'_>, _: &Key, _: i64) -> Result<()> {
+    tx.execute_batch(
+        "
+CREATE TABLE eval_reports (
+    id           INTEGER PRIMARY KEY AUTOINCREMENT,
+    model_key    TEXT NOT NULL,
+    created_at   TEXT NOT NULL,
+    suite_digest TEXT NOT NULL,
+    report       TEXT NOT NULL,
+    mac          TEXT NOT NULL DEFAULT ''
+);
+CREATE INDEX eval_reports_by_model ON eval_reports (model_key, id);
+",
+    )?;
     Ok(())
 }

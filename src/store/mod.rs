@@ -27,7 +27,7 @@ use sha2::{Digest, Sha256};
 pub use chain::{ChainCheck, Head, Verdict};
 pub use key::key_path;
 pub use reads::ReadRecord;
-pub use reports::StoredReport;
+pub use reports::{ReportKind, StoredReport};
 pub use seal::Anchor;
 
 use key::Key;

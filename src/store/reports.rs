@@ -1,5 +1,6 @@
 //! Conformance reports, kept per model (`abhed conformance` writes them, the gate in `abhed run`
-//! reads the latest). Every probe is kept: the history shows how a model's results moved.
+//! reads the latest). Every probe is kept: the history shows how a model's results moved. The
+//! task suite's reports (`abhed eval`) are kept the same way, in their own chain.
 //!
 //! A forged passing report would let an unqualified model serve, so the reports form a chain
 //! under the store's key: each row's seal covers its fields and the seal of the row before it.
@@ -27,28 +28,77 @@ pub struct StoredReport {
 /// One row: id, model_key, created_at, suite_digest, report (text), mac.
 type Row = (i64, String, String, String, String, String);
 
-fn seal(key: &Key, r: &Row, prev: &str) -> String {
+/// Which reports: each kind is its own table and its own chain.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReportKind {
+    Conformance,
+    Eval,
+}
+
+impl ReportKind {
+    fn table(self) -> &'static str {
+        match self {
+            ReportKind::Conformance => "conformance_reports",
+            ReportKind::Eval => "eval_reports",
+        }
+    }
+    /// The seal's domain.
+    fn domain(self) -> &'static str {
+        match self {
+            ReportKind::Conformance => "report",
+            ReportKind::Eval => "eval_report",
+        }
+    }
+    fn what(self) -> &'static str {
+        match self {
+            ReportKind::Conformance => "conformance report",
+            ReportKind::Eval => "eval report",
+        }
+    }
+    fn command(self) -> &'static str {
+        match self {
+            ReportKind::Conformance => "abhed conformance",
+            ReportKind::Eval => "abhed eval",
+        }
+    }
+}
+
+fn seal(key: &Key, kind: ReportKind, r: &Row, prev: &str) -> String {
     let id = r.0.to_string();
     key.seal(
-        "report",
+        kind.domain(),
         &[id.as_bytes(), r.1.as_bytes(), r.2.as_bytes(), r.3.as_bytes(), r.4.as_bytes(), prev.as_bytes()],
     )
 }
 
-fn rows(conn: &Connection) -> Result<Vec<Row>> {
+fn rows(conn: &Connection, kind: ReportKind) -> Result<Vec<Row>> {
     Ok(conn
-        .prepare("SELECT id, model_key, created_at, suite_digest, report, mac FROM conformance_reports ORDER BY id")?
+        .prepare(&format!(
+            "SELECT id, model_key, created_at, suite_digest, report, mac FROM {} ORDER BY id",
+            kind.table()
+        ))?
         .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?)))?
         .collect::<Result<_, _>>()?)
 }
 
 impl Store {
-    /// Keep `report` for `model_key`; returns its id.
+    /// Keep the conformance `report` for `model_key`; returns its id.
     pub fn save_report(&self, model_key: &str, suite_digest: &str, report: &Value) -> Result<i64> {
+        self.save_report_of(ReportKind::Conformance, model_key, suite_digest, report)
+    }
+
+    /// The newest conformance report for `model_key`, after checking the chain of all reports.
+    pub fn latest_report(&self, model_key: &str) -> Result<Option<StoredReport>> {
+        self.latest_report_of(ReportKind::Conformance, model_key)
+    }
+
+    /// Keep a report of `kind` for `model_key`; returns its id.
+    pub fn save_report_of(&self, kind: ReportKind, model_key: &str, suite_digest: &str, report: &Value) -> Result<i64> {
         let key = self.key()?;
+        let table = kind.table();
         let tx = rusqlite::Transaction::new_unchecked(&self.conn, TransactionBehavior::Immediate)?;
         let prev: String = tx
-            .query_row("SELECT mac FROM conformance_reports ORDER BY id DESC LIMIT 1", [], |r| r.get(0))
+            .query_row(&format!("SELECT mac FROM {table} ORDER BY id DESC LIMIT 1"), [], |r| r.get(0))
             .or_else(|e| if e == rusqlite::Error::QueryReturnedNoRows { Ok(String::new()) } else { Err(e) })?;
         let row: Row = (
             0,
@@ -59,24 +109,26 @@ impl Store {
             String::new(),
         );
         tx.execute(
-            "INSERT INTO conformance_reports (model_key, created_at, suite_digest, report, mac) VALUES (?1, ?2, ?3, ?4, '')",
+            &format!(
+                "INSERT INTO {table} (model_key, created_at, suite_digest, report, mac) VALUES (?1, ?2, ?3, ?4, '')"
+            ),
             params![row.1, row.2, row.3, row.4],
         )?;
         let id = tx.last_insert_rowid();
-        let mac = seal(key, &(id, row.1, row.2, row.3, row.4, row.5), &prev);
-        tx.execute("UPDATE conformance_reports SET mac = ?1 WHERE id = ?2", params![mac, id])?;
+        let mac = seal(key, kind, &(id, row.1, row.2, row.3, row.4, row.5), &prev);
+        tx.execute(&format!("UPDATE {table} SET mac = ?1 WHERE id = ?2"), params![mac, id])?;
         tx.commit()?;
         Ok(id)
     }
 
-    /// The newest report for `model_key`, after checking the chain of all reports.
-    pub fn latest_report(&self, model_key: &str) -> Result<Option<StoredReport>> {
+    /// The newest report of `kind` for `model_key`, after checking the chain of all of them.
+    pub fn latest_report_of(&self, kind: ReportKind, model_key: &str) -> Result<Option<StoredReport>> {
         let key = self.key()?;
         let mut prev = String::new();
         let mut latest = None;
-        for row in rows(&self.conn)? {
+        for row in rows(&self.conn, kind)? {
             if !key.check(
-                "report",
+                kind.domain(),
                 &[
                     row.0.to_string().as_bytes(),
                     row.1.as_bytes(),
@@ -88,9 +140,11 @@ impl Store {
                 &row.5,
             ) {
                 bail!(
-                    "conformance report {} in the session store {} does not match its seal (it, or one before it, was changed, added or removed outside abhed), so no report there is trusted. Move the store aside and run `abhed conformance` again",
+                    "{} {} in the session store {} does not match its seal (it, or one before it, was changed, added or removed outside abhed), so no report there is trusted. Move the store aside and run `{}` again",
+                    kind.what(),
                     row.0,
-                    self.path.display()
+                    self.path.display(),
+                    kind.command()
                 );
             }
             prev = row.5.clone();
@@ -100,8 +154,7 @@ impl Store {
         }
         latest
             .map(|(id, model_key, created_at, suite_digest, text, _)| {
-                let report =
-                    serde_json::from_str(&text).with_context(|| format!("conformance report {id} is corrupt"))?;
+                let report = serde_json::from_str(&text).with_context(|| format!("{} {id} is corrupt", kind.what()))?;
                 Ok(StoredReport { id, model_key, created_at, suite_digest, report })
             })
             .transpose()
@@ -111,8 +164,8 @@ impl Store {
 /// Chain every report as it stands, oldest first (the migration to a keyed store).
 pub(super) fn rechain_all(conn: &Connection, key: &Key) -> Result<()> {
     let mut prev = String::new();
-    for row in rows(conn)? {
-        let mac = seal(key, &row, &prev);
+    for row in rows(conn, ReportKind::Conformance)? {
+        let mac = seal(key, ReportKind::Conformance, &row, &prev);
         conn.execute("UPDATE conformance_reports SET mac = ?1 WHERE id = ?2", params![mac, row.0])?;
         prev = mac;
     }

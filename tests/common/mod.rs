@@ -73,3 +73,26 @@ impl Harness {
         execute(&self.registry, &ctx, &ToolCall { name: tool.to_string(), arguments: args.to_string() }).unwrap()
     }
 }
+
+/// Every file under `dir` is one git would commit: a suite folder's own `.gitignore` (a case
+/// that tests ignore rules has one) hides its files from `git add`, and then the case passes
+/// here and fails on a fresh clone. Such files must be added with `git add -f`. Outside a
+/// checkout (an unpacked bundle's source) there is nothing to compare with.
+pub fn assert_committed(dir: &std::path::Path) {
+    let Ok(out) = std::process::Command::new("git")
+        .current_dir(dir)
+        .args(["ls-files", "--others", "--ignored", "--exclude-standard", "--", "."])
+        .output()
+    else {
+        return;
+    };
+    if !out.status.success() {
+        return;
+    }
+    let hidden = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        hidden.trim().is_empty(),
+        "these files under {} are ignored by git, so a fresh clone lacks them; add them with `git add -f`:\n{hidden}",
+        dir.display()
+    );
+}

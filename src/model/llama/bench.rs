@@ -72,6 +72,7 @@ impl LlamaSession<'_> {
                 cancel: &cancel,
                 deadline: None,
                 answer_only: false,
+                call_only: false,
                 on_token: None,
             };
             let out = self.generate(&req, &|| false).map_err(|e| anyhow!("{e}"))?;

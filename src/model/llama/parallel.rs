@@ -17,7 +17,7 @@ use llama_cpp_2::context::LlamaContext;
 use llama_cpp_2::llama_batch::LlamaBatch;
 use llama_cpp_2::token::LlamaToken;
 
-use super::{LlamaEngine, TurnSampler, backend};
+use super::{Grammars, LlamaEngine, TurnSampler, backend};
 use crate::model::{Cancel, Job, Message, Model, ModelError, ModelInfo, Reply, TurnRequest, Usage};
 
 /// The context of the subagents and its sequence slots.
@@ -50,6 +50,7 @@ struct Request {
     prompt: Vec<LlamaToken>,
     max_tokens: u32,
     answer_only: bool,
+    call_only: bool,
     cancel: Cancel,
     deadline: Option<Instant>,
     reply: Sender<Result<Reply, ModelError>>,
@@ -98,7 +99,7 @@ impl<'m> Pool<'m> {
     /// Run `jobs` on threads of their own while this thread schedules their turns; return when
     /// all have ended. A scheduler failure fails the turns in flight (their jobs see a fault)
     /// and is returned once every job has ended.
-    pub(super) fn run(&mut self, gbnf: &str, gbnf_answer: &str, jobs: Vec<Job<'_>>) -> Result<(), ModelError> {
+    pub(super) fn run(&mut self, grammars: &Grammars, jobs: Vec<Job<'_>>) -> Result<(), ModelError> {
         let (tx, rx) = mpsc::channel();
         let engine = self.engine;
         let (n_ctx, threads) = (self.n_ctx_seq, self.threads);
@@ -108,14 +109,14 @@ impl<'m> Pool<'m> {
                 s.spawn(move || job(&mut client));
             }
             drop(tx);
-            let result = self.schedule(gbnf, gbnf_answer, &rx);
+            let result = self.schedule(grammars, &rx);
             // After a failure, the jobs still running get a fault on their next turn.
             drop(rx);
             result
         })
     }
 
-    fn schedule(&mut self, gbnf: &str, gbnf_answer: &str, rx: &Receiver<Request>) -> Result<(), ModelError> {
+    fn schedule(&mut self, grammars: &Grammars, rx: &Receiver<Request>) -> Result<(), ModelError> {
         let n_batch = self.engine.params.settings.n_batch.max(1) as usize;
         let mut batch = LlamaBatch::new(n_batch, 1);
         let mut waiting: VecDeque<Request> = VecDeque::new();
@@ -141,7 +142,7 @@ impl<'m> Pool<'m> {
             self.tick += 1;
             while let Some(slot) = waiting.front().and_then(|r| self.pick_slot(r)) {
                 let Some(req) = waiting.pop_front() else { break };
-                let gbnf = if req.answer_only { gbnf_answer } else { gbnf };
+                let gbnf = grammars.pick(req.answer_only, req.call_only);
                 active.push(self.start(slot, req, gbnf)?);
             }
             waiting.retain(|r| {
@@ -185,7 +186,7 @@ impl<'m> Pool<'m> {
                 let ended = vocab.is_eog(token) || {
                     a.sampler.accept(token);
                     a.generated += 1;
-                    vocab.token_to_piece_into(token, &mut a.bytes, false, None);
+                    vocab.token_to_piece_into(token, &mut a.bytes, self.engine.special_pieces(), None);
                     cut_off = a.generated >= a.req.max_tokens;
                     cut_off
                 };
@@ -194,7 +195,9 @@ impl<'m> Pool<'m> {
                     self.slots[a.slot].busy = false;
                     self.slots[a.slot].used_at = self.tick;
                     let to = a.req.reply.clone();
-                    let _ = to.send(Ok(a.reply(cut_off)));
+                    let mut reply = a.reply(cut_off);
+                    reply.text = self.engine.reply_text(reply.text);
+                    let _ = to.send(Ok(reply));
                 } else {
                     a.pending = Some(token);
                     i += 1;
@@ -341,6 +344,7 @@ impl Model for SeqClient<'_> {
             prompt,
             max_tokens: req.max_tokens,
             answer_only: req.answer_only,
+            call_only: req.call_only,
             cancel: req.cancel.clone(),
             deadline: req.deadline,
             reply,

@@ -1,0 +1,1 @@
+grep -rn '^def reconcile_ledger_entries(' src

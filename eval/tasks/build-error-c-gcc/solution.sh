@@ -1,0 +1,1 @@
+sed -i -e 's/max = values\[i\]$/max = values[i];/' -e 's/(double)totl/(double)sum/' stats.c

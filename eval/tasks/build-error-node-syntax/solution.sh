@@ -1,0 +1,1 @@
+sed -i 's/toFixed(1)}%`$/toFixed(1)}%`,/' report.js

@@ -1,0 +1,1 @@
+sed -i 's/\bword_count\b/count_words/g' main.py

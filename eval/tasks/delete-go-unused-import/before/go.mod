@@ -1,0 +1,3 @@
+module example.com/loadsum
+
+go 1.22

@@ -1,0 +1,3 @@
+from .export import export
+
+__all__ = ["export"]

@@ -1,0 +1,3 @@
+module example.com/ordersvc
+
+go 1.22

@@ -1,0 +1,3 @@
+from .store import Catalog
+
+__all__ = ["Catalog"]

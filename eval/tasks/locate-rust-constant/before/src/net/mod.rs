@@ -1,0 +1,3 @@
+pub mod backoff;
+pub mod download;
+pub mod upload;

@@ -1,0 +1,8 @@
+#include <stdio.h>
+
+#include "greet.h"
+
+void greet(const char *name)
+{
+    printf("hello, %s\n", name);
+}

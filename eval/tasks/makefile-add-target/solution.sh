@@ -1,0 +1,2 @@
+sed -i 's/^\.PHONY: run$/.PHONY: run clean/' Makefile
+printf '\nclean:\n\trm -f app $(OBJS)\n' >> Makefile

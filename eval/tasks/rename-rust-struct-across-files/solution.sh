@@ -1,0 +1,1 @@
+sed -i 's/\bItemStore\b/Inventory/g' src/store.rs src/loader.rs src/report.rs src/main.rs
