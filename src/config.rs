@@ -339,6 +339,21 @@ pub fn user_config_display() -> String {
 }
 
 impl Config {
+    /// The config a measurement runs under (the conformance probe, the task suite): the built-in
+    /// defaults, so that results compare across machines, except how the model runs and what
+    /// the sandbox is built from, which are this config's (the loop's `run.first_turn_acts`
+    /// among them, so that it can be measured both ways).
+    pub fn for_measurement(&self) -> Config {
+        let mut c = Config {
+            model: self.model.clone(),
+            sandbox: self.sandbox.clone(),
+            boundary: self.boundary.clone(),
+            ..Config::default()
+        };
+        c.run.first_turn_acts = self.run.first_turn_acts;
+        c
+    }
+
     /// Load the user config and the workspace's `abhed.toml`, the latter narrowing key by key,
     /// and compute the host's protected set ([`Config::boundary`]).
     ///

@@ -366,7 +366,7 @@ fn a_store_from_before_keys_verifies_as_unkeyed_and_is_pinned_at_the_upgrade() {
     let mode = std::fs::metadata(env.home.join("abhed.key")).unwrap().permissions().mode();
     assert_eq!(mode & 0o777, 0o600);
     let v: i64 = Connection::open(&db).unwrap().query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
-    assert_eq!(v, 5);
+    assert_eq!(v, 6, "migrated through schema 5 (the key) to 6 (eval reports)");
 
     // New events are keyed; the old ones stay as they were.
     let out = env.cmd(&["tool", "glob", r#"{"pattern": "*"}"#, "--session", id]);

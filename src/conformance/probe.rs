@@ -205,12 +205,7 @@ impl<'a> Runner<'a> {
         limits: RunLimits,
         work: &Path,
     ) -> Result<Runner<'a>> {
-        let mut probe_config = Config {
-            model: config.model.clone(),
-            sandbox: config.sandbox.clone(),
-            boundary: config.boundary.clone(),
-            ..Config::default()
-        };
+        let mut probe_config = config.for_measurement();
         probe_config.task.max_turns = limits.subagent_turns.max(1);
         let ws = work.join("ws");
         std::fs::create_dir_all(&ws).with_context(|| format!("cannot create {}", ws.display()))?;

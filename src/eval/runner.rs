@@ -60,12 +60,7 @@ impl<'a> Runner<'a> {
         limits: Limits,
         work: &Path,
     ) -> Result<Self> {
-        let config = Config {
-            model: config.model.clone(),
-            sandbox: config.sandbox.clone(),
-            boundary: config.boundary.clone(),
-            ..Config::default()
-        };
+        let config = config.for_measurement();
         let ws = work.join("ws");
         std::fs::create_dir_all(&ws).with_context(|| format!("cannot create {}", ws.display()))?;
         let ws = ws.canonicalize()?;
