@@ -193,6 +193,14 @@ pub struct RunConfig {
     /// A task's first turn must be a tool call (where the adapter has a grammar): small models
     /// otherwise answer at once, without looking at the workspace.
     pub first_turn_acts: bool,
+    /// After a call that failed or found nothing, the next turn must be a call too, until this
+    /// many calls in a row have (0: off): small models otherwise give up on the first error,
+    /// echoing it.
+    pub act_after_error: u32,
+    /// Answers sent back once, with a note saying why: "done" to a task that asks for a change
+    /// (or claiming one) when no call of the run changed anything, and giving up when every
+    /// call of the run worked.
+    pub check_answers: bool,
 }
 
 impl Default for RunConfig {
@@ -204,6 +212,8 @@ impl Default for RunConfig {
             working_budget: 2048,
             repeat_limit: 3,
             first_turn_acts: true,
+            act_after_error: 3,
+            check_answers: true,
         }
     }
 }
@@ -351,6 +361,8 @@ impl Config {
             ..Config::default()
         };
         c.run.first_turn_acts = self.run.first_turn_acts;
+        c.run.act_after_error = self.run.act_after_error;
+        c.run.check_answers = self.run.check_answers;
         c
     }
 

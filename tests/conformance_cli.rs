@@ -154,7 +154,9 @@ fn a_model_that_fails_the_probe_is_refused_with_the_reasons() {
     assert_eq!(report["verdict"]["pass"], false);
     assert_eq!(report["totals"]["probe"]["passed"], 0);
     for r in report["probe"].as_array().unwrap() {
-        assert_eq!((r["turns"].as_u64(), r["stop"].as_str()), (Some(1), Some("done")), "{r}");
+        // Two turns where the task asks for a change: "done" with nothing changed is sent back
+        // once (run.check_answers), and the second answer stands.
+        assert!(matches!(r["turns"].as_u64(), Some(1 | 2)) && r["stop"] == "done", "{r}");
         assert!(r["why"].as_str().unwrap().starts_with("no "), "{r}");
     }
     let (code, err) = run_gated(&env, &script, &[]);

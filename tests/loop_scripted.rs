@@ -416,3 +416,121 @@ fn a_read_larger_than_the_window_can_take_is_cut_and_the_run_goes_on() {
     assert!(output.len() < 120_000, "{} characters", output.len());
     assert_eq!(obs.payload["truncated"], true);
 }
+
+/// The `call_only` flag of each stored model turn: what the loop asked the adapter's grammar to
+/// allow.
+fn call_only_flags(s: &abhed::store::Session<'_>) -> Vec<bool> {
+    s.events()
+        .unwrap()
+        .iter()
+        .filter(|e| e.kind == "model_turn")
+        .map(|e| e.payload["call_only"].as_bool().unwrap())
+        .collect()
+}
+
+#[test]
+fn after_a_call_that_failed_or_found_nothing_the_next_turn_must_act_until_three_in_a_row() {
+    let f = Fixture::new();
+    let missing = call("read", json!({"path": f.p("missing.txt")}));
+    let found = call("read", json!({"path": f.p("notes.txt")}));
+    let answer = "{\"answer\": \"alpha\", \"status\": \"done\"}";
+
+    // The first turn must act; a failure keeps the next one a call; a success frees it.
+    let s = f.store.create_session(&f.ws).unwrap();
+    let events = f.run(&s, &format!("{missing}\n{found}\n{answer}\n"), Op::Task("first line?".into()), BUDGETS);
+    assert_eq!(end(&events).0, StopReason::Done);
+    assert_eq!(call_only_flags(&s), [true, true, false]);
+
+    // Three failures in a row leave the model free to answer (or give up) again.
+    let s = f.store.create_session(&f.ws).unwrap();
+    let other = call("read", json!({"path": f.p("gone.txt")}));
+    let script = format!("{missing}\n{other}\n{missing}\n{answer}\n");
+    let events = f.run(&s, &script, Op::Task("first line?".into()), BUDGETS);
+    assert_eq!(end(&events).0, StopReason::Done);
+    assert_eq!(call_only_flags(&s), [true, true, true, false]);
+
+    // A search that finds nothing is not an error, but the model has not got what it went for.
+    let s = f.store.create_session(&f.ws).unwrap();
+    let nothing = call("glob", json!({"pattern": "**/*.nothing", "path": f.p("")}));
+    let events = f.run(&s, &format!("{nothing}\n{found}\n{answer}\n"), Op::Task("first line?".into()), BUDGETS);
+    assert_eq!(end(&events).0, StopReason::Done);
+    assert_eq!(call_only_flags(&s), [true, true, false]);
+}
+
+#[test]
+fn an_answer_that_claims_a_change_no_call_made_is_sent_back_once() {
+    let f = Fixture::new();
+    let read = call("read", json!({"path": f.p("notes.txt")}));
+    let fixed = "{\"answer\": \"I fixed the typo in notes.txt.\", \"status\": \"done\"}";
+
+    // A task that asks for a change, answered after a read only: the answer goes back with a
+    // note; the second answer stands.
+    let s = f.store.create_session(&f.ws).unwrap();
+    let events =
+        f.run(&s, &format!("{read}\n{fixed}\n{fixed}\n"), Op::Task("Fix the typo in notes.txt.".into()), BUDGETS);
+    assert_eq!(
+        end(&events),
+        (StopReason::Done, "the model gave its final answer".into(), Some("I fixed the typo in notes.txt.".into()))
+    );
+    let turns: Vec<(String, serde_json::Value)> = s
+        .events()
+        .unwrap()
+        .iter()
+        .filter(|e| e.kind == "model_turn")
+        .map(|e| (e.payload["kind"].as_str().unwrap().to_string(), e.payload["feedback"].clone()))
+        .collect();
+    assert_eq!(turns.len(), 3);
+    assert_eq!((turns[1].0.as_str(), turns[2].0.as_str()), ("answer", "answer"));
+    let note = turns[1].1.as_str().unwrap();
+    assert!(note.contains("no call in this task changed anything"), "{note}");
+    assert!(turns[2].1.is_null());
+    // The note is what the model saw next, and a resumed session sees it too.
+    let rebuilt = abhed::agent::history::rebuild(&s.events().unwrap());
+    assert!(rebuilt.messages.iter().any(|m| m.role == Role::User && m.content == note));
+
+    // A question answered after a read is not sent back, nor is a change that was made.
+    let s = f.store.create_session(&f.ws).unwrap();
+    let answer = "{\"answer\": \"alpha\", \"status\": \"done\"}";
+    let events =
+        f.run(&s, &format!("{read}\n{answer}\n"), Op::Task("What is the first line of notes.txt?".into()), BUDGETS);
+    assert_eq!(end(&events).2.as_deref(), Some("alpha"));
+    let s = f.store.create_session(&f.ws).unwrap();
+    let edit = call("edit", json!({"path": f.p("notes.txt"), "old_string": "alpha", "new_string": "alpha2"}));
+    let events =
+        f.run(&s, &format!("{read}\n{edit}\n{fixed}\n"), Op::Task("Fix the typo in notes.txt.".into()), BUDGETS);
+    assert_eq!(end(&events).0, StopReason::Done);
+    assert_eq!(s.events().unwrap().iter().filter(|e| e.kind == "model_turn").count(), 3);
+}
+
+#[test]
+fn giving_up_when_every_call_worked_is_sent_back_once_and_the_next_turn_must_act() {
+    let f = Fixture::new();
+    let read = call("read", json!({"path": f.p("notes.txt")}));
+    let give_up = "{\"answer\": \"This needs exploration.\", \"status\": \"gave_up\"}";
+    let s = f.store.create_session(&f.ws).unwrap();
+    let events = f.run(
+        &s,
+        &format!("{read}\n{give_up}\n{read}\n{give_up}\n"),
+        Op::Task("What is in notes.txt?".into()),
+        BUDGETS,
+    );
+    // Sent back once; the second give-up stands.
+    assert_eq!(end(&events).0, StopReason::GaveUp);
+    assert_eq!(call_only_flags(&s), [true, false, true, false]);
+    let notes: Vec<String> = s
+        .events()
+        .unwrap()
+        .iter()
+        .filter(|e| e.kind == "model_turn")
+        .filter_map(|e| e.payload["feedback"].as_str().map(str::to_string))
+        .collect();
+    assert_eq!(notes.len(), 1);
+    assert!(notes[0].starts_with("[note] You gave up, but every call you made worked"), "{notes:?}");
+
+    // After a call that fell short, giving up stands at once.
+    let s = f.store.create_session(&f.ws).unwrap();
+    let missing = call("read", json!({"path": f.p("missing.txt")}));
+    let script = format!("{missing}\n{missing}\n{missing}\n{give_up}\n");
+    let events = f.run(&s, &script, Op::Task("What is in missing.txt?".into()), BUDGETS);
+    assert_eq!(end(&events).0, StopReason::GaveUp);
+}

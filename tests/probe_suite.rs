@@ -48,12 +48,14 @@ fn check_part(part: Part) {
                 failures.push(format!("{} {v:?}: the reference solution makes an invalid call", task.name));
             }
         }
-        let idle = vec![r#"{"answer": "done", "status": "done"}"#.to_string()];
+        // Twice: "done" to a task that asks for a change, with nothing changed, is sent back once
+        // (run.check_answers).
+        let idle = vec![r#"{"answer": "done", "status": "done"}"#.to_string(); 2];
         let r = run(&suite, task, part, variants[0], &idle);
         if r.passed {
             failures.push(format!("{}: a model that answers at once passes it", task.name));
         }
-        if r.why.is_empty() || r.turns != 1 || r.stop != "done" {
+        if r.why.is_empty() || !(1..=2).contains(&r.turns) || r.stop != "done" {
             failures.push(format!("{}: idle run graded oddly: {r:?}", task.name));
         }
     }

@@ -235,7 +235,7 @@ mod tests {
     /// as the messages it replaced, so compaction freed nothing (seen on the default model).
     #[test]
     fn a_mechanical_summary_collapses_repeats_and_is_shorter_than_what_it_replaces() {
-        let feedback = "[invalid reply] your reply was cut off at 6 tokens before it was complete. Make it shorter: write a large file in parts (write a first part, then edit to add more), or read less at once.";
+        let feedback = "[invalid reply] your reply was cut off at 6 tokens before it was complete, so nothing was run. Make one shorter call: a long file can be written with write and then extended with edit.";
         let mut middle = Vec::new();
         for _ in 0..5 {
             middle.push(Message::new(Role::Assistant, "{"));

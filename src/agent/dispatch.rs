@@ -37,6 +37,12 @@ impl CallOutcome {
         self.result.is_ok()
     }
 
+    /// A call that failed, or fell short (a search that found nothing, a command that did not
+    /// exit 0): either way the model has not got what it went for.
+    pub fn fell_short(&self) -> bool {
+        self.result.as_ref().map_or(true, |o| o.fell_short)
+    }
+
     pub fn mutated(&self) -> bool {
         match &self.result {
             Ok(o) => o.mutated,

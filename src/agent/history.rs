@@ -124,6 +124,10 @@ pub fn rebuild(events: &[StoredEvent]) -> Rebuilt {
                     Some(TurnKind::Invalid) => {
                         out.messages.push(Message::new(Role::User, invalid_feedback(&str_of(p, "feedback"))));
                     }
+                    // An answer the loop sent back (`steer`): its note follows it.
+                    Some(TurnKind::Answer) if !str_of(p, "feedback").is_empty() => {
+                        out.messages.push(Message::new(Role::User, str_of(p, "feedback")));
+                    }
                     Some(TurnKind::Call) => {
                         let tool = serde_json::from_str::<Value>(&str_of(p, "raw"))
                             .ok()

@@ -7,6 +7,7 @@ pub mod events;
 pub mod history;
 pub mod prompt;
 pub mod run;
+pub mod steer;
 pub mod subagent;
 
 pub use dispatch::{CallOutcome, execute, execute_with};

@@ -77,6 +77,14 @@ If the task cannot be done, say why in the answer, with \"status\": \"gave_up\".
 "
         )
     };
+    // What the workspace holds at its top: small models otherwise guess paths (`src/main.rs`)
+    // and search them. After the shared part, so the saved state still serves every workspace.
+    if let Ok(ws) = Workspace::new(workspace, &[])
+        && let Some(listing) = crate::tools::suggest::dir_listing(&ws, ws.root())
+    {
+        prompt.push_str(&listing);
+        prompt.push('\n');
+    }
     for name in INSTRUCTION_FILES {
         let path = workspace.join(name);
         let text = match read_instructions(workspace, name) {
@@ -181,6 +189,19 @@ mod tests {
         for (p, s, dir) in [(&pa, sa, a.path()), (&pb, sb, b.path())] {
             assert!(!s.contains(&dir.display().to_string()), "{s}");
             assert!(p[s.len()..].starts_with(WORKSPACE_HEADING) && p.contains(&format!("{}/", dir.display())));
+        }
+    }
+
+    #[test]
+    fn the_workspace_part_says_what_the_workspace_holds() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("config")).unwrap();
+        std::fs::write(dir.path().join("README.md"), "x").unwrap();
+        std::fs::write(dir.path().join(".env"), "SECRET=1").unwrap();
+        for native in [false, true] {
+            let p = system_prompt_for(&Registry::native(), dir.path(), native);
+            let workspace_part = &p[stable_len(&p)..];
+            assert!(workspace_part.ends_with("/.\nIt holds: README.md, config/.\n"), "{workspace_part}");
         }
     }
 

@@ -20,6 +20,7 @@ use super::dispatch;
 use super::events::{Budgets, Event, Preflight, StopReason, TurnKind};
 use super::history;
 use super::prompt;
+use super::steer::Steer;
 use super::subagent::{self, Allowance, Link, Subagents};
 use crate::model::{Cancel, Message, Model, ModelError, Role, Turn, TurnRequest, TurnSchema};
 use crate::store::EventKind;
@@ -170,9 +171,8 @@ impl<'a, 'm> Agent<'a, 'm> {
         let mut counters = Counters::default();
         // Set when the model made the same call `repeat_limit` times in a row.
         let mut answer_only = false;
-        // A task's first turn must act (`run.first_turn_acts`): until the model has made a call,
-        // a final answer is not allowed.
-        let mut must_act = task.is_some() && self.setup.tools.config.run.first_turn_acts;
+        // Which turns must be a call, which answers are sent back (see `steer`).
+        let mut steer = Steer::new(&self.setup.tools.config.run, task.is_some(), self.setup.subagent.is_none());
 
         let prompt_sha256 = sha_hex(&self.messages[0].content);
         if let Some(text) = &task {
@@ -264,13 +264,14 @@ impl<'a, 'm> Agent<'a, 'm> {
             }
             let events = self.events.clone();
             let tell = move |piece: &str| drop(events.send(Event::Token { text: piece.to_string() }));
+            let call_only = steer.call_only() && !answer_only;
             let req = TurnRequest {
                 messages: &self.messages,
                 max_tokens: budgets.max_reply_tokens,
                 cancel: &self.setup.cancel,
                 deadline,
                 answer_only,
-                call_only: must_act && !answer_only,
+                call_only,
                 on_token: self.setup.stream_tokens.then_some(&tell as &dyn Fn(&str)),
             };
             let reply = match self.model.complete(&req) {
@@ -328,7 +329,9 @@ impl<'a, 'm> Agent<'a, 'm> {
 
             let parsed = if reply.cut_off {
                 Err(format!(
-                    "your reply was cut off at {} tokens before it was complete. Make it shorter: write a large file in parts (write a first part, then edit to add more), or read less at once.",
+                    // No example content here: a 1.5B model wrote "the first part of the file",
+                    // then the second, ... fifteen times over.
+                    "your reply was cut off at {} tokens before it was complete, so nothing was run. Make one shorter call: a long file can be written with write and then extended with edit.",
                     budgets.max_reply_tokens
                 ))
             } else {
@@ -344,12 +347,17 @@ impl<'a, 'm> Agent<'a, 'm> {
             };
             let (kind, feedback) = match &parsed {
                 Ok(Turn::Call(_)) => (TurnKind::Call, None),
-                Ok(Turn::Answer { .. }) => (TurnKind::Answer, None),
+                Ok(Turn::Answer { text, gave_up }) => {
+                    // A store that cannot say counts as plan mode: no answer is sent back for it.
+                    let blocked = crate::tools::plan::plan_mode(self.setup.tools.session).unwrap_or(true);
+                    (TurnKind::Answer, steer.send_back(self.current_task.as_deref(), text, *gave_up, blocked))
+                }
                 Err(why) => (TurnKind::Invalid, Some(why.clone())),
             };
             let payload = json!({
                 "turn": counters.turns, "kind": kind, "raw": reply.text, "usage": reply.usage,
                 "cut_off": reply.cut_off, "feedback": feedback, "answer_only": answer_only,
+                "call_only": call_only,
             });
             let seq = self.record(EventKind::ModelTurn, payload)?;
             self.emit(Event::ModelTurn {
@@ -369,6 +377,9 @@ impl<'a, 'm> Agent<'a, 'm> {
 
             match parsed {
                 Err(why) => self.messages.push(Message::new(Role::User, history::invalid_feedback(&why))),
+                Ok(Turn::Answer { .. }) if feedback.is_some() => {
+                    self.messages.push(Message::new(Role::User, feedback.unwrap_or_default()));
+                }
                 Ok(Turn::Answer { text, gave_up }) => {
                     let (reason, msg) = if gave_up {
                         (StopReason::GaveUp, "the model gave up on the task".to_string())
@@ -378,7 +389,6 @@ impl<'a, 'm> Agent<'a, 'm> {
                     return self.finish(reason, msg, Some(text), &counters, start);
                 }
                 Ok(Turn::Call(call)) => {
-                    must_act = false;
                     let repeated = self.repeats.observe(&call.name, &call.arguments);
                     answer_only = self.setup.repeat_limit > 0 && repeated + 1 >= self.setup.repeat_limit;
                     // What the window can still take: a result that would not fit is cut by the
@@ -424,6 +434,7 @@ impl<'a, 'm> Agent<'a, 'm> {
                             );
                         }
                     };
+                    steer.after_call(&outcome);
                     // The approval decisions the call met, recorded between its action and its
                     // observation, go to the live stream too.
                     let between = self.setup.tools.session.events_between(outcome.action_seq, outcome.observation_seq);

@@ -107,6 +107,11 @@ impl Renderer {
                         feedback.as_deref().unwrap_or_default(),
                         preview(raw)
                     )),
+                    TurnKind::Answer if feedback.is_some() => err(&format!(
+                        "[{turn}] answer sent back ({stats}): {}\n      answer was: {}",
+                        preview(feedback.as_deref().unwrap_or_default()),
+                        preview(raw)
+                    )),
                     _ => err(&format!("[{turn}] {stats}")),
                 }
             }

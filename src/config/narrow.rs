@@ -71,6 +71,8 @@ pub(super) const RULES: &[(&str, &str, Rule)] = &[
     ("run", "working_budget", Rule::Raise),
     ("run", "repeat_limit", Rule::Budget),
     ("run", "first_turn_acts", Rule::UserOnly(MODEL)),
+    ("run", "act_after_error", Rule::UserOnly(MODEL)),
+    ("run", "check_answers", Rule::UserOnly(MODEL)),
     ("task", "max_concurrent", Rule::Lower),
     ("task", "max_turns", Rule::Lower),
     ("task", "summary_tokens", Rule::Lower),

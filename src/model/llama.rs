@@ -208,6 +208,13 @@ impl LlamaEngine {
         }
     }
 
+    /// Whether a reply so far is a whole call written without its tags
+    /// ([`native::bare_call`](crate::model::native::bare_call)): generation can stop there,
+    /// since what a small model writes next is more calls one turn cannot make.
+    pub(crate) fn bare_call_done(&self, reply: &[u8]) -> bool {
+        self.native.is_some() && std::str::from_utf8(reply).is_ok_and(|t| crate::model::native::bare_call(t).is_some())
+    }
+
     /// Whether pieces of special tokens are part of a reply's text (a native call's tags are
     /// special tokens in some vocabularies).
     pub(crate) fn special_pieces(&self) -> bool {
@@ -573,6 +580,7 @@ impl LlamaSession<'_> {
             }
             sampler.accept(token);
             out.tokens += 1;
+            let before = bytes.len();
             vocab.token_to_piece_into(token, &mut bytes, self.engine.special_pieces(), None);
             if let Some(tell) = req.on_token {
                 // Only whole characters: a token can end inside one.
@@ -585,6 +593,9 @@ impl LlamaSession<'_> {
                     tell(whole);
                     streamed += whole.len();
                 }
+            }
+            if bytes[before..].contains(&b'}') && self.engine.bare_call_done(&bytes) {
+                break;
             }
             if out.tokens >= req.max_tokens {
                 out.cut_off = true;

@@ -85,7 +85,8 @@ pub struct TurnRequest<'a> {
     /// Only a final answer is allowed this turn: the loop's repeat guard, after the model made
     /// the same call too many times in a row. Adapters with a grammar enforce it.
     pub answer_only: bool,
-    /// Only a tool call is allowed this turn: a task's first turn (`run.first_turn_acts`).
+    /// Only a tool call is allowed this turn: a task's first turn (`run.first_turn_acts`), or
+    /// the turn after a failed call (`run.act_after_error`).
     /// Adapters with a grammar enforce it; `answer_only` wins when both are set.
     pub call_only: bool,
     /// Told each piece of the reply as it is generated (interactive mode streams them), where

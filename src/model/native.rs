@@ -184,12 +184,33 @@ impl Native {
                 _ => reply.to_string(),
             };
         }
+        if let Some(call) = bare_call(text) {
+            return call;
+        }
         let (answer, status) = match strip_prefix_ci(text, GAVE_UP_PREFIX) {
             Some(rest) => (rest.trim(), "gave_up"),
             None => (text, "done"),
         };
         json!({"answer": answer, "status": status}).to_string()
     }
+}
+
+/// A call written without its tags, as a JSON turn: the reply opens with a JSON object that
+/// names a tool, after nothing but stray characters or a code fence (the answer grammar keeps
+/// out a leading `{`, and a small model then writes `>{` or a json fence). Whatever follows
+/// the object is dropped: small models go on to write more calls one turn cannot make.
+pub fn bare_call(text: &str) -> Option<String> {
+    let text = text.trim_start();
+    let start = text.find('{')?;
+    let head = text[..start].trim_start_matches(|c: char| c == '>' || c == '`' || c.is_whitespace());
+    if !head.strip_prefix("json").unwrap_or(head).trim().is_empty() {
+        return None;
+    }
+    let rest = &text[start..];
+    let v: Value = serde_json::Deserializer::from_str(rest).into_iter::<Value>().next()?.ok()?;
+    let name = v.get("name")?.as_str()?;
+    let arguments = v.get("arguments").cloned().unwrap_or(json!({}));
+    (arguments.is_object() && !name.is_empty()).then(|| json!({"tool": name, "arguments": arguments}).to_string())
 }
 
 /// A stored JSON turn as the template's assistant message; `true` when it is a call.
@@ -315,6 +336,14 @@ mod tests {
         assert_eq!(n.to_turn("GAVE UP: no network."), r#"{"answer":"no network.","status":"gave_up"}"#);
         // Cut off inside the call: left as it is, for the loop to report.
         assert_eq!(n.to_turn("<tool_call>\n{\"name\": \"re"), "<tool_call>\n{\"name\": \"re");
+        // A call without its tags, as the 0.5B model writes one when the answer grammar keeps
+        // out a leading brace, followed by more it cannot make in one turn.
+        let bare = ">{\"name\": \"read\", \"arguments\": {\"path\": \"/w/a\"}}\n{:name: \"glob\"";
+        assert_eq!(n.to_turn(bare), r#"{"tool":"read","arguments":{"path":"/w/a"}}"#);
+        assert_eq!(bare_call("The file defines {\"name\": \"x\"} late in the text"), None);
+        let fenced = "```json\n{\"name\": \"edit\", \"arguments\": {\"path\": \"/w/a\"}}\n```";
+        assert_eq!(bare_call(fenced).as_deref(), Some(r#"{"tool":"edit","arguments":{"path":"/w/a"}}"#));
+        assert_eq!(bare_call(">{\"name\": \"read\", \"arguments\": {\"path\""), None);
     }
 
     #[test]

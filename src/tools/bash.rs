@@ -183,7 +183,8 @@ fn foreground(ctx: &ToolContext<'_>, command: &str, timeout_ms: u64) -> ToolResu
         "duration_ms": r.duration_ms,
     });
     // Whatever the command did to the workspace is not known here: say it may have changed files.
-    Ok(ToolOutput { text, mutated: true, truncated, file: None, meta: Some(meta) })
+    let fell_short = r.exit_code != Some(0);
+    Ok(ToolOutput { fell_short, mutated: true, truncated, meta: Some(meta), ..ToolOutput::new(text) })
 }
 
 /// The disk watchdog stopped the call (or tripped as it ended).
@@ -241,7 +242,7 @@ fn background(ctx: &ToolContext<'_>, command: &str) -> ToolResult {
         },
         "cwd": cwd,
     });
-    Ok(ToolOutput { text, mutated: true, truncated: false, file: None, meta: Some(meta) })
+    Ok(ToolOutput { mutated: true, meta: Some(meta), ..ToolOutput::new(text) })
 }
 
 /// Where the session's last bash call left its shell: the `cwd_after` of its last bash

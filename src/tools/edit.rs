@@ -377,7 +377,7 @@ fn edit_existing(
         notes.push(note.trim_start().to_string());
     }
     let (text, truncated) = render(shown, plan, &applied, Some(applied.lines_before), &new_sha, None, &notes);
-    Ok(ToolOutput { text, mutated: true, truncated, file: Some(FileIdentity::new(shown, new_sha)), meta: None })
+    Ok(ToolOutput { mutated: true, truncated, file: Some(FileIdentity::new(shown, new_sha)), ..ToolOutput::new(text) })
 }
 
 /// Why edit refuses a file that is not UTF-8 text with its bytes as they are: a binary format,
@@ -494,7 +494,7 @@ fn create(
     let notes: Vec<String> =
         fsutil::moved_note(&dir, ctx.workspace, &name).map(|n| n.trim_start().to_string()).into_iter().collect();
     let (text, truncated) = render(shown, plan, &applied, None, &sha, Some((mode, &created_dirs)), &notes);
-    Ok(ToolOutput { text, mutated: true, truncated, file: Some(FileIdentity::new(shown, sha)), meta: None })
+    Ok(ToolOutput { mutated: true, truncated, file: Some(FileIdentity::new(shown, sha)), ..ToolOutput::new(text) })
 }
 
 fn utf8_error(shown: &Path, bytes: &[u8], at: usize) -> ToolError {

@@ -133,7 +133,7 @@ fn glob(ctx: &ToolContext<'_>, args: &Args) -> Result<ToolOutput, ToolError> {
             walk::clip_path(&base.shown, &root_shown),
             walk::clip(&format!("**/{}", last_component(pattern)))
         ));
-        return Ok(ToolOutput::new(text));
+        return Ok(ToolOutput { fell_short: true, ..ToolOutput::new(text) });
     }
 
     let found = search(ctx.workspace, &root_real, &matcher, &filters)
@@ -149,6 +149,7 @@ fn glob(ctx: &ToolContext<'_>, args: &Args) -> Result<ToolOutput, ToolError> {
     let total = files.len();
     let mut out = ToolOutput::new(String::new());
     if total == 0 {
+        out.fell_short = true;
         text.push_str(&format!("[no files matched: {shown_pattern}]\n"));
         text.push_str(&no_match_hint(ctx, pattern, &split, &root_shown, &root_real, &filters));
     } else {

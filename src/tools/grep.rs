@@ -184,6 +184,7 @@ fn grep(ctx: &ToolContext<'_>, args: &Args) -> Result<ToolOutput, ToolError> {
     let shown_pattern = walk::clip(pattern);
     let single_failed = is_file && !acc.failures.is_empty();
     if !found {
+        out.fell_short = true;
         if single_failed {
             // The one file given could not be searched: the headline says so, the next line why.
             let failure = &acc.failures[0];

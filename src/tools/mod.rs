@@ -13,7 +13,7 @@ pub mod glob;
 pub mod grep;
 pub mod plan;
 pub mod read;
-mod suggest;
+pub mod suggest;
 pub mod task;
 pub mod todo;
 mod walk;
@@ -69,11 +69,16 @@ pub struct ToolOutput {
     /// Facts for the event log that the model does not see (bash: the sandbox that ran it,
     /// the exit code, the working directory).
     pub meta: Option<Value>,
+    /// Not an error, but the call did not get what it went for: a search that found nothing, a
+    /// command that did not exit 0. As after an error, the model's next step must not be to
+    /// give up (`run.act_after_error`). The loop's, not the envelope's.
+    #[serde(skip)]
+    pub fell_short: bool,
 }
 
 impl ToolOutput {
     pub fn new(text: String) -> Self {
-        ToolOutput { text, mutated: false, truncated: false, file: None, meta: None }
+        ToolOutput { text, fell_short: false, mutated: false, truncated: false, file: None, meta: None }
     }
 }
 

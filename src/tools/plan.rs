@@ -132,7 +132,7 @@ impl Tool for Plan {
             });
         }
         let meta = serde_json::to_value(&doc).map_err(|e| ToolFailure::Internal(e.into()))?;
-        Ok(ToolOutput { text, mutated: false, truncated: false, file: None, meta: Some(json!({ "plan": meta })) })
+        Ok(ToolOutput { meta: Some(json!({ "plan": meta })), ..ToolOutput::new(text) })
     }
 }
 

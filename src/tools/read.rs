@@ -73,10 +73,14 @@ impl Tool for Read {
             Ok(f) => f,
             Err(FsError::Missing { .. }) => return Err(suggest::not_found(ctx, shown).into()),
             Err(FsError::NotRegular { kind: Kind::Dir, .. }) => {
+                // What it holds, so that the next call can name a file (small models read the
+                // workspace itself first).
+                let listing =
+                    suggest::dir_listing(ctx.workspace, &path.real).map(|l| format!(" {l}")).unwrap_or_default();
                 return Err(ToolError::new(
                     ErrorCode::IsDirectory,
                     format!(
-                        "{} is a directory, not a file. To list it use glob, e.g. {{\"pattern\": \"*\", \"path\": \"{}\"}}.",
+                        "{} is a directory, not a file.{listing} Read a file in it by its path; to list the files under it use glob, e.g. {{\"pattern\": \"**/*\", \"path\": \"{}\"}}.",
                         shown.display(),
                         shown.display()
                     ),
@@ -157,13 +161,7 @@ impl Tool for Read {
         ctx.session.record_read(&path.real, &rec).map_err(ToolFailure::Internal)?;
 
         let (text, truncated) = render(shown, &scan, offset, args.limit.is_some());
-        Ok(ToolOutput {
-            text,
-            mutated: false,
-            truncated,
-            file: Some(FileIdentity::new(shown, scan.sha256)),
-            meta: None,
-        })
+        Ok(ToolOutput { truncated, file: Some(FileIdentity::new(shown, scan.sha256)), ..ToolOutput::new(text) })
     }
 }
 

@@ -104,6 +104,35 @@ fn exists(ws: &Workspace, real: &Path) -> Option<Kind> {
     }
 }
 
+/// The most entries a directory's short listing names (read and edit on a directory).
+const LISTED: usize = 20;
+
+/// What a directory holds, for the error of a tool given it instead of a file: its entries'
+/// names (directories with a trailing `/`, hidden ones left out), sorted, at most [`LISTED`],
+/// and how many more. `None` when it cannot be listed.
+pub fn dir_listing(ws: &Workspace, real: &Path) -> Option<String> {
+    let dir = ws.open_dir(real).ok()?;
+    let mut names: Vec<String> = dir
+        .entries()
+        .ok()?
+        .take(MAX_DIR_ENTRIES)
+        .filter_map(Result::ok)
+        .filter_map(|e| {
+            let name = OsStr::from_bytes(e.file_name().to_bytes()).to_string_lossy().to_string();
+            let slash = if Kind::from(e.file_type()) == Kind::Dir { "/" } else { "" };
+            (!name.starts_with('.')).then(|| format!("{name}{slash}"))
+        })
+        .collect();
+    names.sort();
+    let more = names.len().saturating_sub(LISTED);
+    names.truncate(LISTED);
+    Some(match (names.is_empty(), more) {
+        (true, _) => "It is empty (or holds hidden files only).".to_string(),
+        (false, 0) => format!("It holds: {}.", names.join(", ")),
+        (false, n) => format!("It holds: {}, and {n} more.", names.join(", ")),
+    })
+}
+
 /// Existing paths whose first missing component is a near spelling of the one given, each
 /// with why it is near when that is not plain spelling.
 fn near_paths(ws: &Workspace, real: &Path) -> Vec<(PathBuf, Option<&'static str>)> {

@@ -83,7 +83,7 @@ impl Tool for Todo {
             let done = items.iter().filter(|i| i.status == Status::Done).count();
             format!("Todo list saved ({done} of {} done).\n{}", items.len(), render(&items))
         };
-        Ok(ToolOutput { text, mutated: false, truncated: false, file: None, meta: Some(json!({ "todos": value })) })
+        Ok(ToolOutput { meta: Some(json!({ "todos": value })), ..ToolOutput::new(text) })
     }
 }
 

@@ -77,9 +77,10 @@ impl Tool for Write {
                 return Err(ToolError::new(
                     ErrorCode::IsDirectory,
                     format!(
-                        "{} is a directory; write replaces files only. Choose a file path inside it, e.g. {}.",
+                        // No example file name: small models create it as given.
+                        "{} is a directory; write replaces files only. To write a file in it, give the file's own path: {}/ followed by the file's name.",
                         shown.display(),
-                        shown.join("new_file.txt").display()
+                        shown.display()
                     ),
                 )
                 .into());
@@ -103,18 +104,13 @@ impl Tool for Write {
             && old.as_slice() == new
         {
             let sha = fsutil::sha256_hex(new);
-            return Ok(ToolOutput {
-                text: format!(
-                    "Unchanged: {} already has exactly this content ({} bytes, sha256 {}); nothing was written.",
-                    shown.display(),
-                    new.len(),
-                    fsutil::short(&sha)
-                ),
-                mutated: false,
-                truncated: false,
-                file: Some(FileIdentity::new(shown, sha)),
-                meta: None,
-            });
+            let text = format!(
+                "Unchanged: {} already has exactly this content ({} bytes, sha256 {}); nothing was written.",
+                shown.display(),
+                new.len(),
+                fsutil::short(&sha)
+            );
+            return Ok(ToolOutput { file: Some(FileIdentity::new(shown, sha)), ..ToolOutput::new(text) });
         }
 
         let mode = previous.as_ref().map_or(ctx.config.write.mode(), |(_, meta)| meta.mode);
@@ -152,7 +148,7 @@ impl Tool for Write {
         if let Some(note) = fsutil::moved_note(&dir, ctx.workspace, &name) {
             text.push_str(&note);
         }
-        Ok(ToolOutput { text, mutated: true, truncated: false, file: Some(FileIdentity::new(shown, sha)), meta: None })
+        Ok(ToolOutput { mutated: true, file: Some(FileIdentity::new(shown, sha)), ..ToolOutput::new(text) })
     }
 }
 
