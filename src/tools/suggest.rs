@@ -104,12 +104,13 @@ fn exists(ws: &Workspace, real: &Path) -> Option<Kind> {
     }
 }
 
-/// The most entries a directory's short listing names (read and edit on a directory).
+/// The most entries a directory's short listing names.
 const LISTED: usize = 20;
 
-/// What a directory holds, for the error of a tool given it instead of a file: its entries'
-/// names (directories with a trailing `/`, hidden ones left out), sorted, at most [`LISTED`],
-/// and how many more. `None` when it cannot be listed.
+/// What a directory holds (read given a directory, the system prompt's workspace part): its
+/// entries' names (directories with a trailing `/`, hidden ones left out, control characters
+/// escaped so that a name cannot add a line), sorted, at most [`LISTED`], and how many more.
+/// `None` when it cannot be listed.
 pub fn dir_listing(ws: &Workspace, real: &Path) -> Option<String> {
     let dir = ws.open_dir(real).ok()?;
     let mut names: Vec<String> = dir
@@ -120,7 +121,7 @@ pub fn dir_listing(ws: &Workspace, real: &Path) -> Option<String> {
         .filter_map(|e| {
             let name = OsStr::from_bytes(e.file_name().to_bytes()).to_string_lossy().to_string();
             let slash = if Kind::from(e.file_type()) == Kind::Dir { "/" } else { "" };
-            (!name.starts_with('.')).then(|| format!("{name}{slash}"))
+            (!name.starts_with('.')).then(|| format!("{}{slash}", super::path_line(Path::new(&name))))
         })
         .collect();
     names.sort();
