@@ -201,6 +201,11 @@ pub struct RunConfig {
     /// (or claiming one) when no call of the run changed anything, and giving up when every
     /// call of the run worked.
     pub check_answers: bool,
+    /// A reply that repeats a call made since the last change (the same tool and arguments,
+    /// whose result cannot have changed) is asked for again, up to this many times, decoded
+    /// with some randomness (a fixed seed per try), before it is run (0: off). Under greedy
+    /// decoding small models otherwise make the same failing call again and again.
+    pub resample_repeats: u32,
 }
 
 impl Default for RunConfig {
@@ -214,6 +219,7 @@ impl Default for RunConfig {
             first_turn_acts: true,
             act_after_error: 3,
             check_answers: true,
+            resample_repeats: 2,
         }
     }
 }
@@ -363,6 +369,7 @@ impl Config {
         c.run.first_turn_acts = self.run.first_turn_acts;
         c.run.act_after_error = self.run.act_after_error;
         c.run.check_answers = self.run.check_answers;
+        c.run.resample_repeats = self.run.resample_repeats;
         c
     }
 

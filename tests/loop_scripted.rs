@@ -464,10 +464,14 @@ fn an_answer_that_claims_a_change_no_call_made_is_sent_back_once() {
     let fixed = "{\"answer\": \"I fixed the typo in notes.txt.\", \"status\": \"done\"}";
 
     // A task that asks for a change, answered after a read only: the answer goes back with a
-    // note; the second answer stands.
+    // note, the next turn must be a call, and the second answer stands.
     let s = f.store.create_session(&f.ws).unwrap();
-    let events =
-        f.run(&s, &format!("{read}\n{fixed}\n{fixed}\n"), Op::Task("Fix the typo in notes.txt.".into()), BUDGETS);
+    let events = f.run(
+        &s,
+        &format!("{read}\n{fixed}\n{read}\n{fixed}\n"),
+        Op::Task("Fix the typo in notes.txt.".into()),
+        BUDGETS,
+    );
     assert_eq!(
         end(&events),
         (StopReason::Done, "the model gave its final answer".into(), Some("I fixed the typo in notes.txt.".into()))
@@ -479,14 +483,26 @@ fn an_answer_that_claims_a_change_no_call_made_is_sent_back_once() {
         .filter(|e| e.kind == "model_turn")
         .map(|e| (e.payload["kind"].as_str().unwrap().to_string(), e.payload["feedback"].clone()))
         .collect();
-    assert_eq!(turns.len(), 3);
-    assert_eq!((turns[1].0.as_str(), turns[2].0.as_str()), ("answer", "answer"));
+    assert_eq!(turns.len(), 4);
+    assert_eq!((turns[1].0.as_str(), turns[3].0.as_str()), ("answer", "answer"));
+    assert_eq!(call_only_flags(&s), [true, false, true, false]);
     let note = turns[1].1.as_str().unwrap();
     assert!(note.contains("no call in this task changed anything"), "{note}");
-    assert!(turns[2].1.is_null());
+    assert!(turns[3].1.is_null());
     // The note is what the model saw next, and a resumed session sees it too.
     let rebuilt = abhed::agent::history::rebuild(&s.events().unwrap());
     assert!(rebuilt.messages.iter().any(|m| m.role == Role::User && m.content == note));
+
+    // An answer that claims a change to a question goes back too, but may be answered again.
+    let s = f.store.create_session(&f.ws).unwrap();
+    let events = f.run(
+        &s,
+        &format!("{read}\n{fixed}\n{fixed}\n"),
+        Op::Task("What is the first line of notes.txt?".into()),
+        BUDGETS,
+    );
+    assert_eq!(end(&events).0, StopReason::Done);
+    assert_eq!(call_only_flags(&s), [true, false, false]);
 
     // A question answered after a read is not sent back, nor is a change that was made.
     let s = f.store.create_session(&f.ws).unwrap();
@@ -533,4 +549,71 @@ fn giving_up_when_every_call_worked_is_sent_back_once_and_the_next_turn_must_act
     let script = format!("{missing}\n{missing}\n{missing}\n{give_up}\n");
     let events = f.run(&s, &script, Op::Task("What is in missing.txt?".into()), BUDGETS);
     assert_eq!(end(&events).0, StopReason::GaveUp);
+}
+
+#[test]
+fn a_call_that_repeats_one_made_since_the_last_change_is_asked_for_again_before_it_runs() {
+    let f = Fixture::new();
+    let missing = call("read", json!({"path": f.p("missing.txt")}));
+    let found = call("read", json!({"path": f.p("notes.txt")}));
+    let answer = "{\"answer\": \"alpha\", \"status\": \"done\"}";
+    let set_aside = |s: &abhed::store::Session<'_>| -> Vec<serde_json::Value> {
+        s.events().unwrap().iter().filter(|e| e.kind == "model_turn").map(|e| e.payload["set_aside"].clone()).collect()
+    };
+    let reads = |s: &abhed::store::Session<'_>| -> usize {
+        s.events().unwrap().iter().filter(|e| e.kind == "action" && e.payload["tool"] == "read").count()
+    };
+
+    // The repeat is asked for again; the other reply is what runs, and the repeat is kept in
+    // the turn's record.
+    let s = f.store.create_session(&f.ws).unwrap();
+    let events = f.run(
+        &s,
+        &format!("{missing}\n{missing}\n#retry {found}\n{answer}\n"),
+        Op::Task("first line?".into()),
+        BUDGETS,
+    );
+    assert_eq!(end(&events).2.as_deref(), Some("alpha"));
+    assert_eq!(set_aside(&s), [json!(null), json!([missing]), json!(null)]);
+    assert_eq!(reads(&s), 2);
+
+    // A model that gives the same call again every time: after the tries it runs, as before.
+    let s = f.store.create_session(&f.ws).unwrap();
+    let events =
+        f.run(&s, &format!("{missing}\n{missing}\n{found}\n{answer}\n"), Op::Task("first line?".into()), BUDGETS);
+    assert_eq!(end(&events).2.as_deref(), Some("alpha"));
+    assert_eq!(set_aside(&s)[1], json!([missing, missing]));
+    assert_eq!(reads(&s), 3);
+
+    // A call after a change is no repeat: the same read after an edit runs at once.
+    let s = f.store.create_session(&f.ws).unwrap();
+    let edit = call("edit", json!({"path": f.p("notes.txt"), "old_string": "alpha", "new_string": "alpha2"}));
+    let events =
+        f.run(&s, &format!("{found}\n{edit}\n{found}\n{answer}\n"), Op::Task("Fix notes.txt.".into()), BUDGETS);
+    assert_eq!(end(&events).0, StopReason::Done);
+    assert!(set_aside(&s).iter().all(serde_json::Value::is_null));
+}
+
+#[test]
+fn a_resumed_session_whose_last_call_failed_must_act_next() {
+    let f = Fixture::new();
+    let missing = call("read", json!({"path": f.p("missing.txt")}));
+    let found = call("read", json!({"path": f.p("notes.txt")}));
+    let answer = "{\"answer\": \"alpha\", \"status\": \"done\"}";
+    let one_turn = Budgets { max_turns: 1, ..BUDGETS };
+
+    // The first run stops right after a failed call; the resumed run's first turn must act.
+    let s = f.store.create_session(&f.ws).unwrap();
+    let first = f.run(&s, &format!("{missing}\n"), Op::Task("first line?".into()), one_turn);
+    assert_eq!(end(&first).0, StopReason::MaxTurns);
+    let second = f.run(&s, &format!("{found}\n{answer}\n"), Op::Continue, BUDGETS);
+    assert_eq!(end(&second).2.as_deref(), Some("alpha"));
+    assert_eq!(call_only_flags(&s), [true, true, false]);
+
+    // After a call that worked, the resumed run may answer at once.
+    let s = f.store.create_session(&f.ws).unwrap();
+    f.run(&s, &format!("{found}\n"), Op::Task("first line?".into()), one_turn);
+    let second = f.run(&s, &format!("{answer}\n"), Op::Continue, BUDGETS);
+    assert_eq!(end(&second).2.as_deref(), Some("alpha"));
+    assert_eq!(call_only_flags(&s), [true, false]);
 }

@@ -283,6 +283,7 @@ fn subagent_turns_decode_together_in_one_context() {
                         deadline: None,
                         answer_only: false,
                         call_only: false,
+                        vary: 0,
                         on_token: None,
                     };
                     let r = m.complete(&req).unwrap();

@@ -142,6 +142,7 @@ fn summarise(
         deadline,
         answer_only: true,
         call_only: false,
+        vary: 0,
         on_token: None,
     };
     let reply = model.complete(&req)?;

@@ -74,7 +74,7 @@ impl RepeatCounter {
 }
 
 /// Arguments compared as JSON values, so spacing and key order do not hide a repeat.
-fn normalize_args(raw: &str) -> String {
+pub(crate) fn normalize_args(raw: &str) -> String {
     match serde_json::from_str::<Value>(raw) {
         Ok(Value::Object(m)) => {
             let sorted: std::collections::BTreeMap<_, _> = m.into_iter().collect();

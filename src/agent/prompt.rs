@@ -66,7 +66,7 @@ Call the tools to look at and change the files: one call per reply, in the tool-
 
 # How to act
 Reply with exactly one JSON object and nothing else. To call a tool, name it and give its arguments, e.g.
-{{\"tool\": \"grep\", \"arguments\": {{\"pattern\": \"def main\"}}}}
+{{\"tool\": \"glob\", \"arguments\": {{\"pattern\": \"**/*\"}}}}
 You then receive the tool's result and reply again. When the task is finished, give your final answer, in your own words, with facts from the tool results:
 {{\"answer\": \"...\", \"status\": \"done\"}}
 If the task cannot be done, say why in the answer, with \"status\": \"gave_up\".

@@ -173,6 +173,11 @@ impl<'a, 'm> Agent<'a, 'm> {
         let mut answer_only = false;
         // Which turns must be a call, which answers are sent back (see `steer`).
         let mut steer = Steer::new(&self.setup.tools.config.run, task.is_some(), self.setup.subagent.is_none());
+        // A run that continues after a call that failed (a resumed session, the conformance
+        // recovery scenarios) is held to `run.act_after_error` as the turn after it would be.
+        if task.is_none() && self.last_call_failed()? {
+            steer.resume_after_error();
+        }
 
         let prompt_sha256 = sha_hex(&self.messages[0].content);
         if let Some(text) = &task {
@@ -272,6 +277,7 @@ impl<'a, 'm> Agent<'a, 'm> {
                 deadline,
                 answer_only,
                 call_only,
+                vary: 0,
                 on_token: self.setup.stream_tokens.then_some(&tell as &dyn Fn(&str)),
             };
             let reply = match self.model.complete(&req) {
@@ -327,24 +333,38 @@ impl<'a, 'm> Agent<'a, 'm> {
                 u64::from(reply.usage.evaluated_tokens) + u64::from(reply.usage.generated_tokens),
             );
 
-            let parsed = if reply.cut_off {
-                Err(format!(
-                    // No example content here: a 1.5B model wrote "the first part of the file",
-                    // then the second, ... fifteen times over.
-                    "your reply was cut off at {} tokens before it was complete, so nothing was run. Make one shorter call: a long file can be written with write and then extended with edit.",
-                    budgets.max_reply_tokens
-                ))
-            } else {
-                match self.schema.parse(&reply.text) {
-                    // Only an adapter without a grammar can get here (a server that ignores
-                    // response_format): the call is refused, as the grammar would have.
-                    Ok(Turn::Call(c)) if answer_only => Err(format!(
-                        "you called {} again after making the same call {} times in a row; this reply had to be your final answer: {{\"answer\": TEXT, \"status\": \"done\"}} (or \"gave_up\").",
-                        c.name, self.setup.repeat_limit
-                    )),
-                    other => other,
+            let mut reply = reply;
+            let mut parsed = self.parse_reply(&reply, answer_only);
+            // A call that repeats one made since the last change is asked for again, with some
+            // randomness, before it runs (`run.resample_repeats`); the replies set aside are
+            // kept in the turn's record.
+            let mut set_aside = Vec::new();
+            let mut tries = 0;
+            while let Ok(Turn::Call(c)) = &parsed
+                && !answer_only
+                && steer.repeats(&c.name, &c.arguments)
+                && tries < steer.resample_tries()
+            {
+                tries += 1;
+                let again = TurnRequest { vary: tries, on_token: None, ..req };
+                let Ok(other) = self.model.complete(&again) else { break };
+                self.charge(
+                    &mut counters,
+                    u64::from(other.usage.evaluated_tokens) + u64::from(other.usage.generated_tokens),
+                );
+                let other_parsed = self.parse_reply(&other, answer_only);
+                let fresh = match &other_parsed {
+                    Ok(Turn::Call(o)) => !steer.repeats(&o.name, &o.arguments),
+                    Ok(Turn::Answer { .. }) => true,
+                    Err(_) => false,
+                };
+                if fresh {
+                    set_aside.push(std::mem::replace(&mut reply, other).text);
+                    parsed = other_parsed;
+                    break;
                 }
-            };
+                set_aside.push(other.text);
+            }
             let (kind, feedback) = match &parsed {
                 Ok(Turn::Call(_)) => (TurnKind::Call, None),
                 Ok(Turn::Answer { text, gave_up }) => {
@@ -359,6 +379,10 @@ impl<'a, 'm> Agent<'a, 'm> {
                 "cut_off": reply.cut_off, "feedback": feedback, "answer_only": answer_only,
                 "call_only": call_only,
             });
+            let mut payload = payload;
+            if !set_aside.is_empty() {
+                payload["set_aside"] = json!(set_aside);
+            }
             let seq = self.record(EventKind::ModelTurn, payload)?;
             self.emit(Event::ModelTurn {
                 seq,
@@ -434,7 +458,7 @@ impl<'a, 'm> Agent<'a, 'm> {
                             );
                         }
                     };
-                    steer.after_call(&outcome);
+                    steer.after_call(&call.name, &call.arguments, &outcome);
                     // The approval decisions the call met, recorded between its action and its
                     // observation, go to the live stream too.
                     let between = self.setup.tools.session.events_between(outcome.action_seq, outcome.observation_seq);
@@ -465,6 +489,37 @@ impl<'a, 'm> Agent<'a, 'm> {
                     }
                     self.messages.push(Message::new(Role::User, message));
                 }
+            }
+        }
+    }
+
+    /// Whether the session's last event of its conversation is a failed call's observation.
+    fn last_call_failed(&self) -> Result<bool> {
+        let events = self.setup.tools.session.events()?;
+        let last = events.iter().rev().find(|e| {
+            [EventKind::Observation, EventKind::ModelTurn, EventKind::Task].iter().any(|k| e.kind == k.as_str())
+        });
+        Ok(last.is_some_and(|e| e.kind == EventKind::Observation.as_str() && e.payload["ok"] == json!(false)))
+    }
+
+    /// A reply as the turn it is, or why it is none (fed back to the model).
+    fn parse_reply(&self, reply: &crate::model::Reply, answer_only: bool) -> Result<Turn, String> {
+        if reply.cut_off {
+            Err(format!(
+                // No example content here: a 1.5B model wrote "the first part of the file",
+                // then the second, ... fifteen times over.
+                "your reply was cut off at {} tokens before it was complete, so nothing was run. Make one shorter call: a long file can be written with write and then extended with edit.",
+                self.setup.budgets.max_reply_tokens
+            ))
+        } else {
+            match self.schema.parse(&reply.text) {
+                // Only an adapter without a grammar can get here (a server that ignores
+                // response_format): the call is refused, as the grammar would have.
+                Ok(Turn::Call(c)) if answer_only => Err(format!(
+                    "you called {} again after making the same call {} times in a row; this reply had to be your final answer: {{\"answer\": TEXT, \"status\": \"done\"}} (or \"gave_up\").",
+                    c.name, self.setup.repeat_limit
+                )),
+                other => other,
             }
         }
     }

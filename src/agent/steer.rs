@@ -2,6 +2,8 @@
 //! be a tool call, and which final answers are sent back once with a note. Each rule came from
 //! the task suite's transcripts (docs/EVAL.md, "What the loop does for small models").
 
+use std::collections::HashSet;
+
 use super::dispatch::CallOutcome;
 use crate::config::RunConfig;
 
@@ -21,6 +23,10 @@ pub struct Steer {
     fell_short: bool,
     sent_back_unchanged: bool,
     sent_back_give_up: bool,
+    resample_repeats: u32,
+    /// The calls (tool, arguments) made since the last one that may have changed something:
+    /// made again, each would give the same result.
+    unchanged_since: HashSet<(String, String)>,
 }
 
 impl Steer {
@@ -37,6 +43,8 @@ impl Steer {
             fell_short: false,
             sent_back_unchanged: false,
             sent_back_give_up: false,
+            resample_repeats: config.resample_repeats,
+            unchanged_since: HashSet::new(),
         }
     }
 
@@ -45,8 +53,30 @@ impl Steer {
         self.must_act
     }
 
-    /// Note a call's outcome.
-    pub fn after_call(&mut self, outcome: &CallOutcome) {
+    /// Whether a call would repeat one made since the last change (its result cannot differ).
+    pub fn repeats(&self, tool: &str, arguments: &str) -> bool {
+        self.unchanged_since.contains(&(tool.to_string(), super::history::normalize_args(arguments)))
+    }
+
+    /// How many times a turn whose call repeats is asked for again (`run.resample_repeats`).
+    pub fn resample_tries(&self) -> u32 {
+        self.resample_repeats
+    }
+
+    /// The run continues a session whose last call failed: the next turn must be a call.
+    pub fn resume_after_error(&mut self) {
+        self.failed_in_row = 1;
+        self.fell_short = true;
+        self.must_act = self.act_after_error > 1;
+    }
+
+    /// Note a call and its outcome.
+    pub fn after_call(&mut self, tool: &str, arguments: &str, outcome: &CallOutcome) {
+        if outcome.mutated() {
+            self.unchanged_since.clear();
+        } else {
+            self.unchanged_since.insert((tool.to_string(), super::history::normalize_args(arguments)));
+        }
         self.calls += 1;
         self.changed |= outcome.mutated();
         self.fell_short |= outcome.fell_short();
@@ -76,17 +106,24 @@ impl Steer {
             self.must_act = true;
             return Some(UNFOUNDED_GIVE_UP.to_string());
         }
-        let claims = task.is_some_and(asks_for_change) || claims_change(answer);
-        if self.changed || self.sent_back_unchanged || changes_blocked || !claims {
+        let asks = task.is_some_and(asks_for_change);
+        if self.changed || self.sent_back_unchanged || changes_blocked || !(asks || claims_change(answer)) {
             return None;
         }
         self.sent_back_unchanged = true;
-        Some(UNCHANGED.to_string())
+        // Told that nothing changed, both Qwen models gave up, or wrote the same file into
+        // another answer; a task that asks for a change gets a call next. A question whose
+        // answer merely claims a change may be answered again.
+        self.must_act = asks;
+        Some(if asks { UNCHANGED_ACT } else { UNCHANGED }.to_string())
     }
 }
 
 /// Small models report the change they meant to make. The next answer stands.
 const UNCHANGED: &str = "[note] Your answer says the work is done, but no call in this task changed anything: nothing was written or edited, and no command was run. Text in your answer changes no file. If the task asks for a change, make it now with a tool call (edit, write or bash). If it only asked a question, give your answer again.";
+
+/// The same, for a task that asks for a change: the next turn must be a call.
+const UNCHANGED_ACT: &str = "[note] The task asks for a change, but no call in this task changed anything: nothing was written or edited, and no command was run. Text in your answer changes no file. Make the change now with a tool call: edit to change part of a file you have read, write for a whole file, bash to run a command.";
 
 /// Small models give up after one successful read, quoting a tool's description. The next turn
 /// must be a call.

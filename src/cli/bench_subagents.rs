@@ -129,6 +129,7 @@ fn turns(
                 deadline: None,
                 answer_only: true,
                 call_only: false,
+                vary: 0,
                 on_token: None,
             };
             let r = m.complete(&req).map_err(|e| anyhow::anyhow!("{e}"));

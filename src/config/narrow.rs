@@ -73,6 +73,7 @@ pub(super) const RULES: &[(&str, &str, Rule)] = &[
     ("run", "first_turn_acts", Rule::UserOnly(MODEL)),
     ("run", "act_after_error", Rule::UserOnly(MODEL)),
     ("run", "check_answers", Rule::UserOnly(MODEL)),
+    ("run", "resample_repeats", Rule::UserOnly(MODEL)),
     ("task", "max_concurrent", Rule::Lower),
     ("task", "max_turns", Rule::Lower),
     ("task", "summary_tokens", Rule::Lower),

@@ -563,7 +563,8 @@ impl LlamaSession<'_> {
         let model = &self.engine.model;
         let p = &self.engine.params;
         let gbnf = self.grammars.pick(req.answer_only, req.call_only);
-        let mut sampler = TurnSampler::new(model, gbnf, p.settings.temperature, p.settings.seed)?;
+        let (temperature, seed) = req.decoding(p.settings.temperature, p.settings.seed);
+        let mut sampler = TurnSampler::new(model, gbnf, temperature, seed)?;
         let vocab = model.vocab();
         let mut bytes = Vec::new();
         let mut streamed = 0;

@@ -89,12 +89,28 @@ pub struct TurnRequest<'a> {
     /// the turn after a failed call (`run.act_after_error`).
     /// Adapters with a grammar enforce it; `answer_only` wins when both are set.
     pub call_only: bool,
+    /// 0: decode as configured. n > 0: the n-th try again of a turn whose reply repeated a
+    /// call (`run.resample_repeats`): decode with at least [`VARY_TEMPERATURE`] and a seed
+    /// that depends on n, so that the reply can differ and a run stays reproducible.
+    pub vary: u32,
     /// Told each piece of the reply as it is generated (interactive mode streams them), where
     /// the adapter generates token by token.
     pub on_token: Option<&'a dyn Fn(&str)>,
 }
 
+/// The temperature of a turn asked for again (`TurnRequest::vary`).
+pub const VARY_TEMPERATURE: f32 = 0.7;
+
 impl TurnRequest<'_> {
+    /// The temperature and seed to decode this turn with, given the configured ones.
+    pub fn decoding(&self, temperature: f32, seed: u32) -> (f32, u32) {
+        if self.vary == 0 {
+            (temperature, seed)
+        } else {
+            (temperature.max(VARY_TEMPERATURE), seed.wrapping_add(self.vary))
+        }
+    }
+
     /// Whether the adapter should stop now (Ctrl-C, or the wall-time budget is spent).
     pub fn should_stop(&self) -> bool {
         self.cancel.is_cancelled() || self.deadline.is_some_and(|d| std::time::Instant::now() >= d)

@@ -88,18 +88,24 @@ impl OpenAi {
             (false, true) => &self.call_schema,
             (false, false) => &self.schema,
         };
-        json!({
+        let (temperature, seed) = req.decoding(self.params.temperature, 0);
+        let mut body = json!({
             "model": self.params.model,
             "messages": messages,
             "max_tokens": req.max_tokens,
-            "temperature": self.params.temperature,
+            "temperature": temperature,
             "stream": false,
             "cache_prompt": true,
             "response_format": {
                 "type": "json_schema",
                 "json_schema": {"name": "turn", "strict": true, "schema": schema},
             },
-        })
+        });
+        // A turn asked for again: a seed per try, which llama-server honours.
+        if req.vary > 0 {
+            body["seed"] = json!(seed);
+        }
+        body
     }
 
     fn unreachable(&self, e: &ureq::Error) -> ModelError {

@@ -9,7 +9,10 @@
 //! - `#context-full`: the next turn fails as if the context window were full;
 //! - `#n-ctx N`: the model reports a context window of N tokens (for the preflight);
 //! - `#expect-prompt TEXT` / `#reject-prompt TEXT`: the next reply's prompt must (must not)
-//!   contain TEXT (`\n` for a newline), else the turn fails as a fault.
+//!   contain TEXT (`\n` for a newline), else the turn fails as a fault;
+//! - `#retry REPLY`: the reply when the loop asks for a turn again (`TurnRequest::vary`, after
+//!   a repeated call). Without one, a turn asked again gets the previous reply again, as a
+//!   deterministic model would give; a `#retry` where no turn is asked again is a fault.
 //!
 //! A reply "costs" one token per four bytes, so token budgets can be tested.
 
@@ -22,7 +25,7 @@ use super::{Message, Model, ModelError, ModelInfo, Reply, TurnRequest, Usage};
 
 #[derive(Debug, Clone)]
 enum Step {
-    Reply { text: String, sleep_ms: u64, expect: Vec<String>, reject: Vec<String> },
+    Reply { text: String, sleep_ms: u64, expect: Vec<String>, reject: Vec<String>, retry: bool },
     Fault(String),
     ContextFull,
 }
@@ -32,6 +35,8 @@ pub struct Scripted {
     steps: Vec<Step>,
     next: usize,
     n_ctx: Option<u32>,
+    /// The last reply given, for a turn asked again without a `#retry` line.
+    last: Option<String>,
 }
 
 impl Scripted {
@@ -71,19 +76,21 @@ impl Scripted {
                 reject.push(text.replace("\\n", "\n"));
             } else if line == "#context-full" {
                 steps.push(Step::ContextFull);
-            } else if line.starts_with('#') {
+            } else if line.starts_with('#') && !line.starts_with("#retry ") {
                 return Err(anyhow!("{}:{}: unknown directive {line}", path.display(), n + 1));
             } else {
+                let (text, retry) = line.strip_prefix("#retry ").map_or((line, false), |t| (t, true));
                 steps.push(Step::Reply {
-                    text: line.to_string(),
+                    text: text.to_string(),
                     sleep_ms,
                     expect: std::mem::take(&mut expect),
                     reject: std::mem::take(&mut reject),
+                    retry,
                 });
                 sleep_ms = 0;
             }
         }
-        Ok(Scripted { path: path.to_path_buf(), steps, next: 0, n_ctx })
+        Ok(Scripted { path: path.to_path_buf(), steps, next: 0, n_ctx, last: None })
     }
 }
 
@@ -116,6 +123,22 @@ impl Model for Scripted {
     }
 
     fn complete(&mut self, req: &TurnRequest<'_>) -> Result<Reply, ModelError> {
+        let retry_next = matches!(self.steps.get(self.next), Some(Step::Reply { retry: true, .. }));
+        match (req.vary > 0, retry_next, &self.last) {
+            (true, false, Some(last)) => {
+                let text = last.clone();
+                let usage = Usage { generated_tokens: tokens(&text), ..Usage::default() };
+                return Ok(Reply { text, usage, cut_off: false });
+            }
+            (false, true, _) => {
+                return Err(ModelError::Fault(anyhow!(
+                    "the script {} has a #retry at turn {} where the turn was not asked again",
+                    self.path.display(),
+                    self.next + 1
+                )));
+            }
+            _ => {}
+        }
         let step = self.steps.get(self.next).cloned().ok_or_else(|| {
             anyhow!("the script {} has no turn {} (it has {})", self.path.display(), self.next + 1, self.steps.len())
         })?;
@@ -123,7 +146,7 @@ impl Model for Scripted {
         match step {
             Step::Fault(msg) => Err(ModelError::Fault(anyhow!("scripted fault: {msg}"))),
             Step::ContextFull => Err(ModelError::ContextFull { needed: 2, prompt: 1, reply: 1, n_ctx: 1 }),
-            Step::Reply { text, sleep_ms, expect, reject } => {
+            Step::Reply { text, sleep_ms, expect, reject, .. } => {
                 let prompt_text: String =
                     req.messages.iter().map(|m| m.content.as_str()).collect::<Vec<_>>().join("\n");
                 if let Some(missing) = expect.iter().find(|e| !prompt_text.contains(e.as_str())) {
@@ -156,6 +179,7 @@ impl Model for Scripted {
                     generate_ms: start.elapsed().as_millis() as u64,
                     ..Usage::default()
                 };
+                self.last = Some(text.clone());
                 Ok(Reply { text, usage, cut_off: false })
             }
         }

@@ -505,6 +505,12 @@ pub(crate) fn mark_controls(text: &str) -> (std::borrow::Cow<'_, str>, Controls)
     (marked.into(), seen)
 }
 
+/// Whether `line` is the header read puts above a file's lines (`[read PATH · sha256 … ]`).
+/// Small models copy it, with the numbered lines under it, into write's content.
+pub(crate) fn is_header(line: &str) -> bool {
+    line.starts_with("[read ") && line.contains(" · sha256 ") && line.trim_end().ends_with(']')
+}
+
 fn render(shown: &Path, s: &Scan, offset: u64, limit_given: bool) -> (String, bool) {
     let total = s.total_lines;
     let hash = fsutil::short(&s.sha256);

@@ -49,6 +49,7 @@ impl Tool for Write {
     fn run(&self, ctx: &ToolContext<'_>, args: Value) -> ToolResult {
         let args: Args = super::parse_args(self.name(), args)?;
         let path = ctx.workspace.resolve("path", &args.path)?;
+        pasted_read_output(&args.content, &path.shown)?;
         let shown = path.shown.as_path();
         let real = path.real.as_path();
         crate::approval::gate::path(ctx, self.name(), shown, real)?;
@@ -150,6 +151,31 @@ impl Tool for Write {
         }
         Ok(ToolOutput { mutated: true, file: Some(FileIdentity::new(shown, sha)), ..ToolOutput::new(text) })
     }
+}
+
+/// Refuses content that starts with read's header: Qwen2.5-Coder-1.5B wrote read's whole output,
+/// header and line numbers, as a file's new content. No file begins with that header by
+/// accident; one that must can be written with bash.
+fn pasted_read_output(content: &str, shown: &Path) -> Result<(), ToolFailure> {
+    let first = content.lines().next().unwrap_or_default();
+    if !super::read::is_header(first) {
+        return Ok(());
+    }
+    let numbered = content.lines().skip(1).filter(|l| !l.is_empty()).all(|l| {
+        let n = l.bytes().take_while(u8::is_ascii_digit).count();
+        n > 0 && l.as_bytes().get(n) == Some(&b'\t')
+    });
+    let numbers = if numbered { " and every line with read's line number and a tab (`12\\t`)" } else { "" };
+    Err(ToolError::new(
+        ErrorCode::InvalidArguments,
+        format!(
+            "content starts with read's header line ({}){numbers}: that is read's output, not the text of {}. Give content as the file's own text only, without the header{}. To change a few lines, edit is shorter: old_string and new_string copied from the file's text.",
+            first.chars().take(80).collect::<String>(),
+            shown.display(),
+            if numbered { " and without line numbers" } else { "" },
+        ),
+    )
+    .into())
 }
 
 /// Overwrite is allowed only over the version this session last read (`known`). Returns the

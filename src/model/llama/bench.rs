@@ -73,6 +73,7 @@ impl LlamaSession<'_> {
                 deadline: None,
                 answer_only: false,
                 call_only: false,
+                vary: 0,
                 on_token: None,
             };
             let out = self.generate(&req, &|| false).map_err(|e| anyhow!("{e}"))?;
