@@ -347,6 +347,8 @@ impl<'a, 'm> Agent<'a, 'm> {
             {
                 tries += 1;
                 let again = TurnRequest { vary: tries, on_token: None, ..req };
+                // A try that fails (Ctrl-C, the deadline, a fault) leaves the first reply to run;
+                // the next turn's request meets the same condition and reports it.
                 let Ok(other) = self.model.complete(&again) else { break };
                 self.charge(
                     &mut counters,
@@ -374,12 +376,11 @@ impl<'a, 'm> Agent<'a, 'm> {
                 }
                 Err(why) => (TurnKind::Invalid, Some(why.clone())),
             };
-            let payload = json!({
+            let mut payload = json!({
                 "turn": counters.turns, "kind": kind, "raw": reply.text, "usage": reply.usage,
                 "cut_off": reply.cut_off, "feedback": feedback, "answer_only": answer_only,
                 "call_only": call_only,
             });
-            let mut payload = payload;
             if !set_aside.is_empty() {
                 payload["set_aside"] = json!(set_aside);
             }

@@ -224,7 +224,6 @@ impl<'a> Runner<'a> {
         self.model.describe()
     }
 
-    /// The system prompt the runs use, as the model sees it.
     /// The system prompt the runs get, in the model's protocol: with the native protocol the
     /// chat template lists the tools, so the prompt does not (counting both overstated the
     /// context Qwen2.5 needs, 5,271 tokens for 2,9xx).

@@ -8,6 +8,7 @@
 
 mod endings;
 mod nearest;
+pub(crate) use nearest::strip_line_numbers;
 
 use std::ffi::{OsStr, OsString};
 use std::fmt::Write as _;

@@ -161,10 +161,8 @@ fn pasted_read_output(content: &str, shown: &Path) -> Result<(), ToolFailure> {
     if !super::read::is_header(first) {
         return Ok(());
     }
-    let numbered = content.lines().skip(1).filter(|l| !l.is_empty()).all(|l| {
-        let n = l.bytes().take_while(u8::is_ascii_digit).count();
-        n > 0 && l.as_bytes().get(n) == Some(&b'\t')
-    });
+    let rest = content.split_once('\n').map_or("", |(_, rest)| rest);
+    let numbered = rest.trim().is_empty() || super::edit::strip_line_numbers(rest).is_some();
     let numbers = if numbered { " and every line with read's line number and a tab (`12\\t`)" } else { "" };
     Err(ToolError::new(
         ErrorCode::InvalidArguments,

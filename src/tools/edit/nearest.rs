@@ -242,7 +242,7 @@ fn where_found(text: &str, s: &str) -> Option<String> {
 }
 
 /// Undo `<n>\t` prefixes on every line, when every non-empty line has one.
-fn strip_line_numbers(needle: &str) -> Option<String> {
+pub(crate) fn strip_line_numbers(needle: &str) -> Option<String> {
     let mut any = false;
     let mut out = String::with_capacity(needle.len());
     for piece in needle.split_inclusive('\n') {
