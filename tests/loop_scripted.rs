@@ -617,3 +617,83 @@ fn a_resumed_session_whose_last_call_failed_must_act_next() {
     assert_eq!(end(&second).2.as_deref(), Some("alpha"));
     assert_eq!(call_only_flags(&s), [true, false]);
 }
+
+#[test]
+fn an_answer_sent_back_with_a_call_to_make_is_asked_for_again_when_repeated_before_a_change() {
+    let f = Fixture::new();
+    let read = call("read", json!({"path": f.p("notes.txt")}));
+    let glob = call("glob", json!({"pattern": "**/*", "path": f.p("")}));
+    let give_up = "{\"answer\": \"This needs exploration.\", \"status\": \"gave_up\"}";
+    let answer = "{\"answer\": \"alpha\", \"status\": \"done\"}";
+    let s = f.store.create_session(&f.ws).unwrap();
+    let events = f.run(
+        &s,
+        &format!("{read}\n{give_up}\n{glob}\n{give_up}\n#retry {answer}\n"),
+        Op::Task("What is in notes.txt?".into()),
+        BUDGETS,
+    );
+    // The give-up that was sent back, given again with nothing changed, is set aside.
+    assert_eq!(end(&events).2.as_deref(), Some("alpha"));
+    let turns: Vec<serde_json::Value> =
+        s.events().unwrap().iter().filter(|e| e.kind == "model_turn").map(|e| e.payload["set_aside"].clone()).collect();
+    assert_eq!(turns, [json!(null), json!(null), json!(null), json!([give_up])]);
+}
+
+#[test]
+fn done_after_a_change_without_running_the_command_the_task_names_is_sent_back_once() {
+    let f = Fixture::new();
+    let read = call("read", json!({"path": f.p("notes.txt")}));
+    let edit = call("edit", json!({"path": f.p("notes.txt"), "old_string": "alpha", "new_string": "alpha2"}));
+    let done = "{\"answer\": \"Fixed.\", \"status\": \"done\"}";
+    let s = f.store.create_session(&f.ws).unwrap();
+    let events = f.run(
+        &s,
+        &format!("{read}\n{edit}\n{done}\n{read}\n{done}\n"),
+        Op::Task("python3 check_notes.py fails; fix notes.txt.".into()),
+        BUDGETS,
+    );
+    assert_eq!(end(&events).0, StopReason::Done);
+    assert_eq!(call_only_flags(&s), [true, false, false, true, false]);
+    let notes: Vec<String> = s
+        .events()
+        .unwrap()
+        .iter()
+        .filter(|e| e.kind == "model_turn")
+        .filter_map(|e| e.payload["feedback"].as_str().map(str::to_string))
+        .collect();
+    assert_eq!(notes.len(), 1);
+    assert!(notes[0].contains("have not run `python3 check_notes.py` since"), "{notes:?}");
+
+    // A task that names no command is done at once.
+    let s = f.store.create_session(&f.ws).unwrap();
+    let events = f.run(&s, &format!("{read}\n{edit}\n{done}\n"), Op::Task("Fix notes.txt.".into()), BUDGETS);
+    assert_eq!(end(&events).0, StopReason::Done);
+    assert_eq!(call_only_flags(&s), [true, false, false]);
+}
+
+/// The system prompt of both protocols and the tool definitions the native chat template lists:
+/// the text the model is given, kept as a file so that a wording change shows in review. After a
+/// deliberate change: `ABHED_BLESS=1 cargo test --test loop_scripted`.
+#[test]
+fn the_system_prompt_and_the_tool_definitions_are_the_snapshot() {
+    use abhed::agent::prompt::system_prompt_for;
+    let f = Fixture::new();
+    let registry = Registry::native();
+    let text = format!(
+        "=== the JSON protocol's system prompt\n{}\n=== the native protocol's system prompt\n{}\n=== the tool definitions\n{}\n",
+        system_prompt_for(&registry, &f.ws, false),
+        system_prompt_for(&registry, &f.ws, true),
+        serde_json::to_string_pretty(&registry.definitions()).unwrap()
+    )
+    .replace(&f.ws.display().to_string(), "$WS");
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/snapshots/system_prompt.txt");
+    if std::env::var_os("ABHED_BLESS").is_some() {
+        std::fs::write(&path, &text).unwrap();
+    }
+    let want = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        want == text,
+        "the system prompt is not {}; if the change is meant, bless it: ABHED_BLESS=1 cargo test --test loop_scripted",
+        path.display()
+    );
+}

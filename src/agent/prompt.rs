@@ -35,6 +35,7 @@ const RULES: &str = "# Rules
 - Read a file before you edit or overwrite it. edit needs old_string copied exactly from the file, with its indentation.
 - A tool error says what failed and what to do instead: follow it, do not repeat the same call.
 - Prefer grep and glob to find things; read only what you need.
+- When the task names a command that fails, run it with bash first: its error says where to look. Run it again after your change to check it.
 - One tool call per reply.
 - A task of one or two steps needs no plan: do it. When a task has several steps, keep a plan (plan) and a checklist (todo), and update the todo list as each step starts and ends: they are your memory of the task.
 ";

@@ -172,7 +172,9 @@ impl<'a, 'm> Agent<'a, 'm> {
         // Set when the model made the same call `repeat_limit` times in a row.
         let mut answer_only = false;
         // Which turns must be a call, which answers are sent back (see `steer`).
-        let mut steer = Steer::new(&self.setup.tools.config.run, task.is_some(), self.setup.subagent.is_none());
+        let can_run = self.setup.registry.get("bash").is_some();
+        let mut steer =
+            Steer::new(&self.setup.tools.config.run, task.is_some(), self.setup.subagent.is_none(), can_run);
         // A run that continues after a call that failed (a resumed session, the conformance
         // recovery scenarios) is held to `run.act_after_error` as the turn after it would be.
         if task.is_none() && self.last_call_failed()? {
@@ -335,14 +337,14 @@ impl<'a, 'm> Agent<'a, 'm> {
 
             let mut reply = reply;
             let mut parsed = self.parse_reply(&reply, answer_only);
-            // A call that repeats one made since the last change is asked for again, with some
-            // randomness, before it runs (`run.resample_repeats`); the replies set aside are
-            // kept in the turn's record.
+            // A call that repeats one made since the last change, or an answer already sent
+            // back, is asked for again with some randomness before it counts
+            // (`run.resample_repeats`); the replies set aside are kept in the turn's record.
             let mut set_aside = Vec::new();
             let mut tries = 0;
-            while let Ok(Turn::Call(c)) = &parsed
+            while let Ok(turn) = &parsed
                 && !answer_only
-                && steer.repeats(&c.name, &c.arguments)
+                && steer.repeats(turn)
                 && tries < steer.resample_tries()
             {
                 tries += 1;
@@ -355,11 +357,7 @@ impl<'a, 'm> Agent<'a, 'm> {
                     u64::from(other.usage.evaluated_tokens) + u64::from(other.usage.generated_tokens),
                 );
                 let other_parsed = self.parse_reply(&other, answer_only);
-                let fresh = match &other_parsed {
-                    Ok(Turn::Call(o)) => !steer.repeats(&o.name, &o.arguments),
-                    Ok(Turn::Answer { .. }) => true,
-                    Err(_) => false,
-                };
+                let fresh = other_parsed.as_ref().is_ok_and(|t| !steer.repeats(t));
                 if fresh {
                     set_aside.push(std::mem::replace(&mut reply, other).text);
                     parsed = other_parsed;

@@ -6,6 +6,7 @@ use std::collections::HashSet;
 
 use super::dispatch::CallOutcome;
 use crate::config::RunConfig;
+use crate::model::Turn;
 
 /// The state of one run.
 #[derive(Debug)]
@@ -23,16 +24,25 @@ pub struct Steer {
     fell_short: bool,
     sent_back_unchanged: bool,
     sent_back_give_up: bool,
+    sent_back_unchecked: bool,
+    /// bash is offered: a command the task names can be run.
+    can_run: bool,
+    /// The last call that may have changed something was bash (a check, or the change itself).
+    ran_since_change: bool,
     resample_repeats: u32,
-    /// The calls (tool, arguments) made since the last one that may have changed something:
-    /// made again, each would give the same result.
+    /// The calls (tool, arguments) made, and the answers given, since the last call that may
+    /// have changed something: made again, each would meet the same result.
     unchanged_since: HashSet<(String, String)>,
 }
+
+/// The key under which answers are kept among `unchanged_since`'s calls (no tool has it).
+const ANSWER: &str = "";
 
 impl Steer {
     /// `new_task`: the run starts on a task (not a resumed run's continuation). `top_level`: not
     /// a subagent, whose answer is its parent's to judge.
-    pub fn new(config: &RunConfig, new_task: bool, top_level: bool) -> Steer {
+    /// `can_run`: bash is among the tools.
+    pub fn new(config: &RunConfig, new_task: bool, top_level: bool, can_run: bool) -> Steer {
         Steer {
             act_after_error: config.act_after_error,
             checks: config.check_answers && top_level,
@@ -43,6 +53,9 @@ impl Steer {
             fell_short: false,
             sent_back_unchanged: false,
             sent_back_give_up: false,
+            sent_back_unchecked: false,
+            can_run,
+            ran_since_change: false,
             resample_repeats: config.resample_repeats,
             unchanged_since: HashSet::new(),
         }
@@ -53,12 +66,13 @@ impl Steer {
         self.must_act
     }
 
-    /// Whether a call would repeat one made since the last change (its result cannot differ).
-    pub fn repeats(&self, tool: &str, arguments: &str) -> bool {
-        self.unchanged_since.contains(&(tool.to_string(), super::history::normalize_args(arguments)))
+    /// Whether a turn repeats a call made, or an answer given, since the last change: the call's
+    /// result cannot differ, and the answer was sent back or would have ended the run.
+    pub fn repeats(&self, turn: &Turn) -> bool {
+        self.unchanged_since.contains(&key(turn))
     }
 
-    /// How many times a turn whose call repeats is asked for again (`run.resample_repeats`).
+    /// How many times a turn that repeats is asked for again (`run.resample_repeats`).
     pub fn resample_tries(&self) -> u32 {
         self.resample_repeats
     }
@@ -74,6 +88,7 @@ impl Steer {
     pub fn after_call(&mut self, tool: &str, arguments: &str, outcome: &CallOutcome) {
         if outcome.mutated() {
             self.unchanged_since.clear();
+            self.ran_since_change = tool == "bash";
         } else {
             self.unchanged_since.insert((tool.to_string(), super::history::normalize_args(arguments)));
         }
@@ -94,6 +109,16 @@ impl Steer {
         gave_up: bool,
         changes_blocked: bool,
     ) -> Option<String> {
+        let note = self.judge(task, answer, gave_up, changes_blocked)?;
+        // An answer sent back with "make a call" is not to be given again before something
+        // changes; one that may stand (a question's answer) may.
+        if self.must_act {
+            self.unchanged_since.insert((ANSWER.to_string(), answer.trim().to_string()));
+        }
+        Some(note)
+    }
+
+    fn judge(&mut self, task: Option<&str>, answer: &str, gave_up: bool, changes_blocked: bool) -> Option<String> {
         if !self.checks {
             return None;
         }
@@ -107,6 +132,19 @@ impl Steer {
             return Some(UNFOUNDED_GIVE_UP.to_string());
         }
         let asks = task.is_some_and(asks_for_change);
+        if self.changed && !self.ran_since_change && !self.sent_back_unchecked && self.can_run {
+            let commands = task.map(named_commands).unwrap_or_default();
+            if !commands.is_empty() {
+                // The 1.5B model edited one of the files a rename touches and answered "done";
+                // the command the task names would have shown the rest.
+                self.sent_back_unchecked = true;
+                self.must_act = true;
+                let list = commands.iter().map(|c| format!("`{c}`")).collect::<Vec<_>>().join(" and ");
+                return Some(format!(
+                    "[note] You changed files, but have not run {list} since, which the task names. Run it with bash now to check your change; then fix what it shows, or answer if it works."
+                ));
+            }
+        }
         if self.changed || self.sent_back_unchanged || changes_blocked || !(asks || claims_change(answer)) {
             return None;
         }
@@ -128,6 +166,102 @@ const UNCHANGED_ACT: &str = "[note] The task asks for a change, but no call in t
 /// Small models give up after one successful read, quoting a tool's description. The next turn
 /// must be a call.
 const UNFOUNDED_GIVE_UP: &str = "[note] You gave up, but every call you made worked: nothing so far shows that the task cannot be done. Make the next call the task needs.";
+
+/// A turn's key among `unchanged_since`.
+fn key(turn: &Turn) -> (String, String) {
+    match turn {
+        Turn::Call(c) => (c.name.clone(), super::history::normalize_args(&c.arguments)),
+        Turn::Answer { text, .. } => (ANSWER.to_string(), text.trim().to_string()),
+    }
+}
+
+/// The commands a task names as its check: "python3 main.py fails", "node test.js is failing",
+/// "`gcc -Wall -o stats stats.c` fails", "python3 main.py and python3 test_pricing.py must still
+/// work". A command starts with a program people run checks with and ends at the first word that
+/// is prose, or at punctuation that ends a clause.
+pub fn named_commands(task: &str) -> Vec<String> {
+    const PROGRAMS: &[&str] = &[
+        "bash", "cargo", "deno", "gcc", "g++", "go", "make", "node", "npm", "npx", "perl", "pytest", "python",
+        "python3", "ruby", "sh", "yarn",
+    ];
+    // Words that end a command: what follows it in a sentence.
+    const PROSE: &[&str] = &[
+        "and", "as", "but", "does", "fail", "fails", "failed", "failing", "gives", "is", "must", "now", "prints",
+        "returns", "runs", "should", "so", "still", "stops", "then", "to", "when", "with", "works",
+    ];
+    // Programs run by a subcommand, and the subcommands that check.
+    const SUBCOMMANDS: &[(&str, &str)] = &[
+        ("cargo", "build"),
+        ("cargo", "check"),
+        ("cargo", "run"),
+        ("cargo", "test"),
+        ("go", "build"),
+        ("go", "run"),
+        ("go", "test"),
+        ("go", "vet"),
+        ("make", "check"),
+        ("make", "test"),
+        ("npm", "run"),
+        ("npm", "test"),
+        ("yarn", "test"),
+    ];
+    let mut found: Vec<String> = Vec::new();
+    for quoted in task.split('`').skip(1).step_by(2) {
+        if quoted.split_whitespace().next().is_some_and(|w| PROGRAMS.contains(&w)) {
+            found.push(quoted.trim().to_string());
+        }
+    }
+    let words: Vec<&str> = task.split_whitespace().collect();
+    let mut i = 0;
+    while i < words.len() {
+        if !PROGRAMS.contains(&words[i]) {
+            i += 1;
+            continue;
+        }
+        let program = words[i];
+        let mut command = vec![program];
+        i += 1;
+        // "a bash script", "make sure": the program must be followed by what it runs.
+        let next = words.get(i).map_or("", |w| w.trim_end_matches([';', ',', ':', '.', ')']));
+        let runs = if SUBCOMMANDS.iter().any(|(p, _)| *p == program) {
+            SUBCOMMANDS.iter().any(|(p, sub)| *p == program && *sub == next)
+        } else {
+            next.contains(['.', '/']) || next.starts_with('-')
+        };
+        if !runs {
+            if program == "pytest" {
+                found.push(program.to_string());
+            }
+            continue;
+        }
+        while i < words.len() {
+            let word = words[i];
+            let bare = word.trim_end_matches([';', ',', ':', '.', ')']);
+            // A plain word is an argument only after an option or `run` ("-m unittest",
+            // "npm run lint"); else it is the sentence going on ("cargo test too").
+            let last = command.last().copied().unwrap_or("");
+            let plain = bare.chars().all(|c| c.is_ascii_lowercase());
+            let argument = !plain || (command.len() > 1 && (last.starts_with('-') || last == "run"));
+            if PROSE.contains(&bare) || (command.len() > 1 && !argument) {
+                break;
+            }
+            // "main.py." ends the sentence; "./stats" and "test.js" do not end with a dot.
+            if bare.len() < word.len() || word.contains('`') {
+                if !bare.is_empty() && !bare.contains('`') {
+                    command.push(bare);
+                }
+                break;
+            }
+            command.push(word);
+            i += 1;
+        }
+        let command = command.join(" ");
+        if !found.contains(&command) && !task.contains(&format!("`{command}`")) {
+            found.push(command);
+        }
+    }
+    found
+}
 
 /// Whether a task asks for a change: one of the verbs people use for one, as a word.
 pub fn asks_for_change(task: &str) -> bool {
@@ -199,5 +333,29 @@ mod tests {
         assert!(claims_change("I Fixed the off-by-one."));
         assert!(!claims_change("It is defined in catalog/sku.py, line 4."));
         assert!(!claims_change("The prefixed name"));
+    }
+
+    #[test]
+    fn commands_a_task_names() {
+        let cases: &[(&str, &[&str])] = &[
+            ("python3 main.py fails; fix it.", &["python3 main.py"]),
+            ("node test.js is failing. Fix the bug in lib/duration.js; leave test.js as it is.", &["node test.js"]),
+            ("`gcc -Wall -o stats stats.c` fails. Fix stats.c so that it compiles", &["gcc -Wall -o stats stats.c"]),
+            ("python3 -m unittest fails in this repo.", &["python3 -m unittest"]),
+            (
+                "Rename it. python3 main.py and python3 test_pricing.py must still work.",
+                &["python3 main.py", "python3 test_pricing.py"],
+            ),
+            ("go build fails with:\n  x.go:4:2: unused", &["go build"]),
+            ("bash report.sh stops with a syntax error.", &["bash report.sh"]),
+            ("Set the cache TTL in config/app.toml to 10 minutes.", &[]),
+            ("Write a bash script scripts/count_errors.sh that prints one line", &[]),
+            ("Run it with bash and save the output.", &[]),
+            ("make sure the cache is used", &[]),
+            ("Fix it so that pytest passes, and cargo test too.", &["pytest", "cargo test"]),
+        ];
+        for (task, want) in cases {
+            assert_eq!(named_commands(task), *want, "{task}");
+        }
     }
 }

@@ -676,11 +676,28 @@ fn ambiguous(text: &str, old: &str, shown: &Path) -> String {
     } else {
         String::new()
     };
-    format!(
+    let mut msg = format!(
         "old_string occurs {count} times in {}, at {at}; edit replaces exactly one occurrence unless replace_all is true. Add surrounding lines (before or after) to old_string until it matches only the place you mean, or set replace_all: true to replace every occurrence.{overlap}",
         shown.display()
-    )
+    );
+    // A one-line old_string: show the lines it is on, so the text that tells them apart is in
+    // front of the model (small models otherwise resend the same call).
+    if !old.contains('\n') {
+        let all: Vec<&str> = text.lines().collect();
+        msg.push_str("\nThe lines it is on:");
+        for &(l, _) in lines.iter().take(SHOWN_LINES) {
+            let line = all.get(l - 1).copied().unwrap_or("");
+            let _ = write!(msg, "\n{l}\t{}", super::walk::clip(line));
+        }
+        if lines.len() > SHOWN_LINES {
+            let _ = write!(msg, "\n(and {} more lines)", lines.len() - SHOWN_LINES);
+        }
+    }
+    msg
 }
+
+/// How many of an ambiguous one-line old_string's lines are shown.
+const SHOWN_LINES: usize = 5;
 
 /// The line of byte `p`, counting on from the last position asked (`counted`, at `line`).
 fn line_at(text: &str, counted: &mut usize, line: &mut usize, p: usize) -> usize {

@@ -7,6 +7,7 @@
 //! matcher is built and answered with what to search instead.
 
 use std::collections::BTreeMap;
+use std::fmt::Write as _;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
@@ -125,7 +126,17 @@ fn grep(ctx: &ToolContext<'_>, args: &Args) -> Result<ToolOutput, ToolError> {
     let checked = check_syntax(pattern, case_insensitive, multiline)?;
     let matcher = build_matcher(pattern, &checked, case_insensitive, multiline)?;
 
-    let (target, kind) = walk::resolve_existing(ctx, args.path.as_deref())?;
+    let (target, kind) = match walk::resolve_existing(ctx, args.path.as_deref()) {
+        // A guessed path that does not exist: say where the pattern is, as for a search that
+        // found nothing, so the next call can go there instead of guessing again.
+        Err(mut e) if e.code == ErrorCode::NotFound => {
+            if let Some(more) = elsewhere(ctx, None, &matcher, multiline) {
+                e.message = format!("{}{more}", e.message.trim_end());
+            }
+            return Err(e);
+        }
+        found => found?,
+    };
     let mode = args.output_mode.unwrap_or_default();
     let mut notes = Vec::new();
     let mut context = 0;
@@ -207,6 +218,9 @@ fn grep(ctx: &ToolContext<'_>, args: &Args) -> Result<ToolOutput, ToolError> {
                 )),
             }
             text.push_str(&no_match_hint(args, &target.shown, &filters, is_file, &acc));
+            if let Some(more) = elsewhere(ctx, Some(&target.real), &matcher, multiline) {
+                text.push_str(&more);
+            }
         }
         text.push('\n');
     } else if acc.binary > 0 {
@@ -849,6 +863,53 @@ impl Accum {
             }
         }
     }
+}
+
+/// Where the pattern does match, when a search of one file or folder below the workspace's
+/// root found nothing, or the path given does not exist (`searched` is None): small models grep
+/// a file they guessed (`src/main.rs`, `Cargo.toml`), then give up or answer that nothing
+/// defines it. The workspace is searched as a grep without `path` would (the same ignores), and
+/// the first matching line of each file is shown, so the definition itself is often in front
+/// of the model; nothing when the pattern matches nowhere either.
+fn elsewhere(
+    ctx: &ToolContext<'_>,
+    searched: Option<&Path>,
+    matcher: &RegexMatcher,
+    multiline: bool,
+) -> Option<String> {
+    /// The files shown; the rest are counted.
+    const SHOWN: usize = 5;
+    let root = ctx.workspace.root();
+    if searched == Some(root) {
+        return None;
+    }
+    let searcher = searcher_builder(Mode::Content, 0, multiline);
+    let operator = walk::operator_ignore(ctx).ok()?;
+    let filters = Filters { include_hidden: false, operator, overrides: None, everything: false };
+    let found =
+        walk::run(ctx.workspace, root, &filters, || GrepVisitor::new(&searcher, matcher, Mode::Content)).ok()?;
+    let mut top = ContentTop::default();
+    for v in found {
+        top.merge(v.acc.content);
+    }
+    if top.total_files == 0 {
+        return None;
+    }
+    let mut text = format!(
+        "\nElsewhere in the workspace the pattern matches {} in {}; the first in each file:",
+        super::plural(top.total_matches, "line", "lines"),
+        super::plural(top.total_files as u64, "file", "files"),
+    );
+    for (path, hits) in top.files.iter().take(SHOWN) {
+        if let Some(Line::Match(n, line)) = hits.lines.iter().find(|l| matches!(l, Line::Match(..))) {
+            let _ = write!(text, "\n{}:{n}:{}", super::path_line(path), walk::clip(line));
+        }
+    }
+    if top.total_files > SHOWN {
+        let _ = write!(text, "\n(and {} more files)", top.total_files - SHOWN);
+    }
+    text.push_str("\nSearch there: path set to one of them, or left out for the whole workspace.");
+    Some(text)
 }
 
 /// The second line of an empty result: what was searched and skipped, and what might help.

@@ -1,0 +1,2 @@
+const { normalize_sku } = require('../lib/sku');
+module.exports = (s) => normalize_sku(s);
