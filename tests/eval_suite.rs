@@ -102,3 +102,46 @@ fn each_check_fails_on_the_start_and_passes_after_the_solution() {
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
+
+/// `abhed eval --peer`: another agent's run, graded like the loop's, its check in the microVM
+/// and its report stored apart from the model's own. This peer does the reference solution of
+/// one task and nothing on the other.
+#[test]
+fn a_peer_runs_in_the_workspace_and_is_graded_like_the_loop() {
+    let suite = suite();
+    let tasks = eval::tasks(&suite).unwrap();
+    let toml = tasks.iter().find(|t| t.name == "config-toml-value").unwrap();
+    let env = common::cli::Env::new();
+    let sol = env.file("solution.sh", eval::solution(&suite, toml).unwrap());
+    let peer = format!(
+        r#"case "$ABHED_TASK" in *TTL*) bash {} >/dev/null && echo 'ttl_seconds is now 600';; *) echo 'I did nothing';; esac"#,
+        sol.display()
+    );
+    let work = env.ws.parent().unwrap().join("eval");
+    let (work, work_arg) = (work.display().to_string(), "--work-dir");
+    let names = ["config-toml-value", "locate-python-definition"];
+    let out = env.cmd(&[&["eval", "--peer", &peer, "--json", "--quiet", work_arg, &work][..], &names[..]].concat());
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(r["protocol"], "peer");
+    assert_eq!(r["model"]["location"], peer.as_str());
+    assert!(r["key"].as_str().unwrap().starts_with(&format!("peer:{peer}@sha256:")), "{}", r["key"]);
+    let row = |name: &str| r["tasks"].as_array().unwrap().iter().find(|t| t["name"] == name).unwrap().clone();
+    let done = row("config-toml-value");
+    assert_eq!(
+        (done["passed"].as_bool(), done["stop"].as_str(), done["turns"].as_u64()),
+        (Some(true), Some("done"), Some(0))
+    );
+    assert_eq!(done["answer"], "ttl_seconds is now 600\n");
+    let idle = row("locate-python-definition");
+    assert_eq!(idle["passed"], false);
+    assert!(idle["why"].as_str().unwrap().starts_with("the final answer does not match"), "{idle}");
+
+    // Stored under the peer: `--show` with the same peer prints it; the model has none of its own.
+    let shown = env.cmd(&["eval", "--peer", &peer, "--show", "--json"]);
+    let s: serde_json::Value = serde_json::from_slice(&shown.stdout).unwrap();
+    assert_eq!(s["tasks"], r["tasks"]);
+    let own = env.cmd(&["eval", "--show"]);
+    assert_eq!(own.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&own.stderr).contains("has no eval report on record"));
+}

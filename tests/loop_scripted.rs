@@ -419,6 +419,16 @@ fn a_read_larger_than_the_window_can_take_is_cut_and_the_run_goes_on() {
 
 /// The `call_only` flag of each stored model turn: what the loop asked the adapter's grammar to
 /// allow.
+/// The notes the loop sent back with the run's turns, in order.
+fn feedback(s: &abhed::store::Session<'_>) -> Vec<String> {
+    s.events()
+        .unwrap()
+        .iter()
+        .filter(|e| e.kind == "model_turn")
+        .filter_map(|e| e.payload["feedback"].as_str().map(str::to_string))
+        .collect()
+}
+
 fn call_only_flags(s: &abhed::store::Session<'_>) -> Vec<bool> {
     s.events()
         .unwrap()
@@ -533,13 +543,7 @@ fn giving_up_when_every_call_worked_is_sent_back_once_and_the_next_turn_must_act
     // Sent back once; the second give-up stands.
     assert_eq!(end(&events).0, StopReason::GaveUp);
     assert_eq!(call_only_flags(&s), [true, false, true, false]);
-    let notes: Vec<String> = s
-        .events()
-        .unwrap()
-        .iter()
-        .filter(|e| e.kind == "model_turn")
-        .filter_map(|e| e.payload["feedback"].as_str().map(str::to_string))
-        .collect();
+    let notes = feedback(&s);
     assert_eq!(notes.len(), 1);
     assert!(notes[0].starts_with("[note] You gave up, but every call you made worked"), "{notes:?}");
 
@@ -654,13 +658,7 @@ fn done_after_a_change_without_running_the_command_the_task_names_is_sent_back_o
     );
     assert_eq!(end(&events).0, StopReason::Done);
     assert_eq!(call_only_flags(&s), [true, false, false, true, false]);
-    let notes: Vec<String> = s
-        .events()
-        .unwrap()
-        .iter()
-        .filter(|e| e.kind == "model_turn")
-        .filter_map(|e| e.payload["feedback"].as_str().map(str::to_string))
-        .collect();
+    let notes = feedback(&s);
     assert_eq!(notes.len(), 1);
     assert!(notes[0].contains("have not run `python3 check_notes.py` since"), "{notes:?}");
 
@@ -669,6 +667,80 @@ fn done_after_a_change_without_running_the_command_the_task_names_is_sent_back_o
     let events = f.run(&s, &format!("{read}\n{edit}\n{done}\n"), Op::Task("Fix notes.txt.".into()), BUDGETS);
     assert_eq!(end(&events).0, StopReason::Done);
     assert_eq!(call_only_flags(&s), [true, false, false]);
+}
+
+#[test]
+fn giving_up_without_running_the_command_the_task_names_is_sent_back_once() {
+    let f = Fixture::new();
+    let read = call("read", json!({"path": f.p("notes.txt")}));
+    let give_up = "{\"answer\": \"The file cannot be read.\", \"status\": \"gave_up\"}";
+    let s = f.store.create_session(&f.ws).unwrap();
+    let events = f.run(
+        &s,
+        &format!("{read}\n{give_up}\n{read}\n{give_up}\n"),
+        Op::Task("python3 main.py fails; fix it.".into()),
+        BUDGETS,
+    );
+    // Sent back once, naming the command, with a call to make next; the second give-up stands
+    // (the general "every call worked" note is not sent on top).
+    assert_eq!(end(&events).0, StopReason::GaveUp);
+    assert_eq!(call_only_flags(&s), [true, false, true, false]);
+    let notes = feedback(&s);
+    assert_eq!(notes.len(), 1, "{notes:?}");
+    assert!(notes[0].contains("gave up without running `python3 main.py`"), "{notes:?}");
+}
+
+#[test]
+fn a_reply_that_loops_is_named_and_the_next_is_decoded_with_some_randomness() {
+    let f = Fixture::new();
+    let read = call("read", json!({"path": f.p("notes.txt")}));
+    // A write whose content repeats one line past the reply budget.
+    let looping = format!(
+        "{{\"tool\": \"write\", \"arguments\": {{\"path\": \"{}\", \"content\": \"import unittest\\n{}",
+        f.p("test_notes.py"),
+        "        self.assertEqual(slugify(1), 2)\\n".repeat(40)
+    );
+    let answer = "{\"answer\": \"alpha\", \"status\": \"done\"}";
+    let s = f.store.create_session(&f.ws).unwrap();
+    // `#retry`: the turn after the cut-off is asked with `vary`, as a repeated call is.
+    let events =
+        f.run(&s, &format!("{looping}\n#retry {read}\n{answer}\n"), Op::Task("What is in notes.txt?".into()), BUDGETS);
+    assert_eq!(end(&events).2.as_deref(), Some("alpha"));
+    let turns: Vec<serde_json::Value> =
+        s.events().unwrap().iter().filter(|e| e.kind == "model_turn").map(|e| e.payload.clone()).collect();
+    assert_eq!(turns[0]["cut_off"], true);
+    let note = turns[0]["feedback"].as_str().unwrap();
+    assert!(
+        note.starts_with("your reply repeated this over and over")
+            && note.contains("\nself.assertEqual(slugify(1), 2)\nMake one short call instead."),
+        "{note}"
+    );
+}
+
+#[test]
+fn an_answer_that_holds_a_new_text_of_a_file_read_is_sent_back_with_the_edits_it_means() {
+    let f = Fixture::new();
+    std::fs::write(f.ws.join("Dockerfile"), "FROM python:3.9-slim AS build\nWORKDIR /src\nFROM python:3.9-slim\n")
+        .unwrap();
+    let read = call("read", json!({"path": f.p("Dockerfile")}));
+    let updated = json!({"answer": "Here's the updated Dockerfile:\n\n```dockerfile\nFROM python:3.12-slim AS build\nWORKDIR /src\nFROM python:3.12-slim\n```", "status": "done"}).to_string();
+    let edit = call(
+        "edit",
+        json!({"path": f.p("Dockerfile"), "old_string": "FROM python:3.9-slim AS build", "new_string": "FROM python:3.12-slim AS build"}),
+    );
+    let done = "{\"answer\": \"Done.\", \"status\": \"done\"}";
+    let s = f.store.create_session(&f.ws).unwrap();
+    let task = "Update the Dockerfile so that it is based on python:3.12-slim instead of python:3.9-slim.";
+    let events = f.run(&s, &format!("{read}\n{updated}\n{edit}\n{done}\n"), Op::Task(task.into()), BUDGETS);
+    assert_eq!(end(&events).0, StopReason::Done);
+    // The next turn after the note must be a call.
+    assert_eq!(call_only_flags(&s), [true, false, true, false]);
+    let note = feedback(&s).remove(0);
+    let want = format!(
+        "Your answer holds a new text of {path}, and text in an answer changes no file. Where it differs from what read showed, as edit's arguments:\n- at line 1: \"old_string\": \"FROM python:3.9-slim AS build\", \"new_string\": \"FROM python:3.12-slim AS build\"\n- at line 2: \"old_string\": \"WORKDIR /src\\nFROM python:3.9-slim\", \"new_string\": \"WORKDIR /src\\nFROM python:3.12-slim\"\nMake these changes now with edit on {path}, one call each.",
+        path = f.p("Dockerfile")
+    );
+    assert!(note.ends_with(&want), "{note}");
 }
 
 /// The system prompt of both protocols and the tool definitions the native chat template lists:

@@ -1,6 +1,7 @@
 //! The agent layer: the loop ([`run`]) that drives a model over the tools, and the single path
 //! ([`dispatch`]) by which a tool call becomes an observation, with both ends on record.
 
+mod answer_diff;
 pub mod compact;
 pub mod dispatch;
 pub mod events;

@@ -232,6 +232,10 @@ impl<'a, 'm> Agent<'a, 'm> {
             }
         }
 
+        // Replies cut off in a row: the next is decoded with some randomness, as a repeated
+        // call is asked for again, since greedy decoding after the cut-off note wrote the same
+        // reply again (the 1.5B model, add-function-python-with-test).
+        let mut cut_in_row = 0;
         loop {
             if let Some(msg) = self.pool_dry() {
                 return self.finish(StopReason::MaxTokens, msg, None, &counters, start);
@@ -279,7 +283,7 @@ impl<'a, 'm> Agent<'a, 'm> {
                 deadline,
                 answer_only,
                 call_only,
-                vary: 0,
+                vary: cut_in_row,
                 on_token: self.setup.stream_tokens.then_some(&tell as &dyn Fn(&str)),
             };
             let reply = match self.model.complete(&req) {
@@ -336,6 +340,7 @@ impl<'a, 'm> Agent<'a, 'm> {
             );
 
             let mut reply = reply;
+            cut_in_row = if reply.cut_off { cut_in_row + 1 } else { 0 };
             let mut parsed = self.parse_reply(&reply, answer_only);
             // A call that repeats one made since the last change, or an answer already sent
             // back, is asked for again with some randomness before it counts
@@ -503,7 +508,15 @@ impl<'a, 'm> Agent<'a, 'm> {
 
     /// A reply as the turn it is, or why it is none (fed back to the model).
     fn parse_reply(&self, reply: &crate::model::Reply, answer_only: bool) -> Result<Turn, String> {
-        if reply.cut_off {
+        if reply.cut_off
+            && let Some(block) = crate::model::repeat::looping_block(&reply.text)
+        {
+            let shown: String = block.chars().take(200).collect();
+            Err(format!(
+                "your reply repeated this over and over, so it was stopped after {} tokens and nothing was run:\n{shown}\nMake one short call instead. To add code to a file, edit it: old_string one line you read in it (its last line, say), new_string that line followed by the new code.",
+                reply.usage.generated_tokens
+            ))
+        } else if reply.cut_off {
             Err(format!(
                 // No example content here: a 1.5B model wrote "the first part of the file",
                 // then the second, ... fifteen times over.

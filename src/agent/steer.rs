@@ -4,6 +4,7 @@
 
 use std::collections::HashSet;
 
+use super::answer_diff::{self, Seen};
 use super::dispatch::CallOutcome;
 use crate::config::RunConfig;
 use crate::model::Turn;
@@ -25,6 +26,12 @@ pub struct Steer {
     sent_back_unchanged: bool,
     sent_back_give_up: bool,
     sent_back_unchecked: bool,
+    sent_back_unrun: bool,
+    sent_back_call_text: bool,
+    /// Answers sent back with the edits their text of a file means.
+    sent_back_diff: u32,
+    /// A bash call was made (whatever it ran, however it ended).
+    ran_bash: bool,
     /// bash is offered: a command the task names can be run.
     can_run: bool,
     /// The last call that may have changed something was bash (a check, or the change itself).
@@ -33,6 +40,8 @@ pub struct Steer {
     /// The calls (tool, arguments) made, and the answers given, since the last call that may
     /// have changed something: made again, each would meet the same result.
     unchanged_since: HashSet<(String, String)>,
+    /// What read showed of each file, the last read of each.
+    seen: Vec<Seen>,
 }
 
 /// The key under which answers are kept among `unchanged_since`'s calls (no tool has it).
@@ -54,10 +63,15 @@ impl Steer {
             sent_back_unchanged: false,
             sent_back_give_up: false,
             sent_back_unchecked: false,
+            sent_back_unrun: false,
+            sent_back_call_text: false,
+            sent_back_diff: 0,
+            ran_bash: false,
             can_run,
             ran_since_change: false,
             resample_repeats: config.resample_repeats,
             unchanged_since: HashSet::new(),
+            seen: Vec::new(),
         }
     }
 
@@ -92,7 +106,31 @@ impl Steer {
         } else {
             self.unchanged_since.insert((tool.to_string(), super::history::normalize_args(arguments)));
         }
+        if tool == "read"
+            && let Ok(out) = &outcome.result
+            && let Some(file) = &out.file
+            && let Some(seen) = Seen::from_read(&file.path, &out.text)
+        {
+            self.seen.retain(|s| s.path != seen.path);
+            self.seen.push(seen);
+        }
+        if matches!(tool, "edit" | "write")
+            && outcome.ok()
+            && let Ok(args) = serde_json::from_str::<serde_json::Value>(arguments)
+            && let Some(path) = args.get("path").and_then(serde_json::Value::as_str)
+        {
+            match self.seen.iter_mut().find(|s| s.path == path) {
+                Some(seen) => seen.follow(tool, &args),
+                None if tool == "write" => {
+                    let mut seen = Seen { path: path.to_string(), first: 1, lines: Vec::new() };
+                    seen.follow(tool, &args);
+                    self.seen.push(seen);
+                }
+                None => {}
+            }
+        }
         self.calls += 1;
+        self.ran_bash |= tool == "bash";
         self.changed |= outcome.mutated();
         self.fell_short |= outcome.fell_short();
         self.failed_in_row = if outcome.fell_short() { self.failed_in_row + 1 } else { 0 };
@@ -122,6 +160,22 @@ impl Steer {
         if !self.checks {
             return None;
         }
+        let named = || task.map(named_commands).unwrap_or_default();
+        if gave_up && self.can_run && !self.ran_bash && !self.sent_back_unrun {
+            // "python3 main.py fails; fix it": the 1.5B model read main.py and gave up, twice,
+            // saying the file could not be read; the command's error would have named the fault.
+            let commands = named();
+            if !commands.is_empty() {
+                // It stands for the general give-up note too: one send-back per give-up.
+                self.sent_back_unrun = true;
+                self.sent_back_give_up = true;
+                self.must_act = true;
+                return Some(format!(
+                    "[note] You gave up without running {}, which the task names. Run it with bash now: its output shows what fails and where.",
+                    list(&commands)
+                ));
+            }
+        }
         if gave_up {
             // Giving up after calls that all worked: nothing shows that the task cannot be done.
             if self.calls == 0 || self.fell_short || self.sent_back_give_up {
@@ -131,17 +185,44 @@ impl Steer {
             self.must_act = true;
             return Some(UNFOUNDED_GIVE_UP.to_string());
         }
+        if !self.sent_back_call_text
+            && let Some((name, call)) = call_as_text(answer)
+        {
+            // "To add the key, you can use the edit function. Here's the command: ```json
+            // {"name": "edit", ...}```": the 1.5B model wrote its call into its answer in 4 of
+            // the first 17 tasks.
+            self.sent_back_call_text = true;
+            self.must_act = true;
+            return Some(format!(
+                "[note] Your answer holds a call to {name} written as text, so it was not run and nothing changed. Make the call itself now, not inside an answer: {call}"
+            ));
+        }
         let asks = task.is_some_and(asks_for_change);
+        if asks
+            && self.changed
+            && self.sent_back_diff < MAX_DIFF_NOTES
+            && let Some((file, changes)) = answer_diff::rewritten(answer, &self.seen)
+        {
+            // The 1.5B model made the first of two edits the note listed, then gave the same
+            // answer again.
+            self.sent_back_diff += 1;
+            self.must_act = true;
+            return Some(format!(
+                "[note] Your answer holds a text of {path} that still differs from the file as your calls left it. Where it differs, as edit's arguments:\n{}\nMake these changes now with edit on {path}, one call each; or, if the file is as it should be, answer without its text.",
+                answer_diff::render(&changes),
+                path = file.path,
+            ));
+        }
         if self.changed && !self.ran_since_change && !self.sent_back_unchecked && self.can_run {
-            let commands = task.map(named_commands).unwrap_or_default();
+            let commands = named();
             if !commands.is_empty() {
                 // The 1.5B model edited one of the files a rename touches and answered "done";
                 // the command the task names would have shown the rest.
                 self.sent_back_unchecked = true;
                 self.must_act = true;
-                let list = commands.iter().map(|c| format!("`{c}`")).collect::<Vec<_>>().join(" and ");
                 return Some(format!(
-                    "[note] You changed files, but have not run {list} since, which the task names. Run it with bash now to check your change; then fix what it shows, or answer if it works."
+                    "[note] You changed files, but have not run {} since, which the task names. Run it with bash now to check your change; then fix what it shows, or answer if it works.",
+                    list(&commands)
                 ));
             }
         }
@@ -153,6 +234,14 @@ impl Steer {
         // another answer; a task that asks for a change gets a call next. A question whose
         // answer merely claims a change may be answered again.
         self.must_act = asks;
+        if asks && let Some((file, changes)) = answer_diff::rewritten(answer, &self.seen) {
+            self.sent_back_diff += 1;
+            return Some(format!(
+                "[note] The task asks for a change, but no call in this task changed anything. Your answer holds a new text of {path}, and text in an answer changes no file. Where it differs from what read showed, as edit's arguments:\n{}\nMake these changes now with edit on {path}, one call each.",
+                answer_diff::render(&changes),
+                path = file.path,
+            ));
+        }
         Some(if asks { UNCHANGED_ACT } else { UNCHANGED }.to_string())
     }
 }
@@ -166,6 +255,31 @@ const UNCHANGED_ACT: &str = "[note] The task asks for a change, but no call in t
 /// Small models give up after one successful read, quoting a tool's description. The next turn
 /// must be a call.
 const UNFOUNDED_GIVE_UP: &str = "[note] You gave up, but every call you made worked: nothing so far shows that the task cannot be done. Make the next call the task needs.";
+
+/// The most answers sent back with the edits they mean: one when nothing changed, and
+/// one more after the model made some of them.
+const MAX_DIFF_NOTES: u32 = 2;
+
+/// The native tools, as a call written as text names them.
+const TOOLS: &[&str] = &["read", "write", "edit", "glob", "grep", "bash", "task", "plan", "todo"];
+
+/// A call to one of the tools written in a code block of an answer (`{"name": ..., "arguments":
+/// {...}}`, or `"tool"` for the name), as its name and compact JSON.
+fn call_as_text(answer: &str) -> Option<(String, String)> {
+    answer_diff::code_blocks(answer).iter().find_map(|block| {
+        let v: serde_json::Value = serde_json::from_str(&block.join("\n")).ok()?;
+        let name = v.get("name").or_else(|| v.get("tool"))?.as_str()?;
+        let args = v.get("arguments").filter(|a| a.is_object())?;
+        TOOLS
+            .contains(&name)
+            .then(|| (name.to_string(), serde_json::json!({"name": name, "arguments": args}).to_string()))
+    })
+}
+
+/// Commands as a note names them: `a` and `b`.
+fn list(commands: &[String]) -> String {
+    commands.iter().map(|c| format!("`{c}`")).collect::<Vec<_>>().join(" and ")
+}
 
 /// A turn's key among `unchanged_since`.
 fn key(turn: &Turn) -> (String, String) {
@@ -288,8 +402,31 @@ pub fn asks_for_change(task: &str) -> bool {
         "set",
         "update",
         "write",
+        "enable",
+        "disable",
+        "increase",
+        "decrease",
+        "upgrade",
+        "downgrade",
     ];
-    has_word(task, VERBS)
+    // Not "raise" or "lower": questions about code say them ("where is ValueError raised?").
+    // Verbs that are nouns as often ("the entry point", "your turn"): only as a clause's first
+    // word ("In staging.env, point the app at ... and turn debug mode off").
+    const LEADING: &[&str] = &["point", "turn", "switch"];
+    has_word(task, VERBS) || leads_a_clause(task, LEADING)
+}
+
+/// Whether one of `words` starts `text` or a clause of it (after `,`, `;`, `.`, or "and").
+fn leads_a_clause(text: &str, words: &[&str]) -> bool {
+    let mut after_break = true;
+    for w in text.split_whitespace() {
+        let bare = w.trim_matches(|c: char| !c.is_ascii_alphabetic());
+        if after_break && words.iter().any(|v| bare.eq_ignore_ascii_case(v)) {
+            return true;
+        }
+        after_break = w.ends_with([',', ';', '.', ':']) || bare.eq_ignore_ascii_case("and");
+    }
+    false
 }
 
 /// Whether an answer says a change was made.
@@ -330,9 +467,30 @@ mod tests {
         assert!(!asks_for_change("Which file defines the function normalize_sku? Give me its path."));
         assert!(!asks_for_change("Where is MAX_UPLOAD_RETRIES defined (see settings.py)?"));
         assert!(!asks_for_change("make a list"));
+        assert!(asks_for_change(
+            "In deploy/staging.env, point the app at the new database host db-staging-2.internal and turn debug mode off."
+        ));
+        assert!(asks_for_change("Turn on gzip in nginx.conf."));
+        assert!(!asks_for_change("Where is the entry point of this service?"));
+        assert!(!asks_for_change("What does the switch in main.c do, at this point?"));
         assert!(claims_change("I Fixed the off-by-one."));
         assert!(!claims_change("It is defined in catalog/sku.py, line 4."));
         assert!(!claims_change("The prefixed name"));
+    }
+
+    #[test]
+    fn a_call_written_in_an_answer_is_found() {
+        let answer = "You can use the edit function. Here's the command:\n\n```json\n{\n  \"name\": \"edit\",\n  \"arguments\": {\"path\": \"/ws/a.yaml\", \"old_string\": \"a: 1\", \"new_string\": \"a: 2\"}\n}\n```\nThis sets a.";
+        let (name, call) = call_as_text(answer).unwrap();
+        assert_eq!(name, "edit");
+        assert_eq!(
+            call,
+            r#"{"name":"edit","arguments":{"path":"/ws/a.yaml","old_string":"a: 1","new_string":"a: 2"}}"#
+        );
+        // JSON that is not a call of ours, and a call outside a code block, are not.
+        assert_eq!(call_as_text("```json\n{\"name\": \"deploy\", \"arguments\": {}}\n```"), None);
+        assert_eq!(call_as_text("```json\n{\"name\": \"edit\"}\n```"), None);
+        assert_eq!(call_as_text("{\"name\": \"edit\", \"arguments\": {}}"), None);
     }
 
     #[test]

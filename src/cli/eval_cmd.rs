@@ -9,9 +9,10 @@ use abhed::agent::Op;
 use abhed::config::Config;
 use abhed::conformance::Suite;
 use abhed::conformance::report::ItemError;
+use abhed::eval::peer::Peer;
 use abhed::eval::report::{EVAL_REPORT_VERSION, EvalReport};
-use abhed::eval::{self, Limits, Runner};
-use abhed::model::Model;
+use abhed::eval::{self, Driver, Limits, Runner};
+use abhed::model::{Model, ModelInfo};
 use abhed::store::{ReportKind, Store};
 
 use super::run_cmd::{self, BudgetArgs, ModelArgs};
@@ -42,6 +43,11 @@ pub struct EvalArgs {
     /// (default: /tmp/abhed-eval-UID, the same path on every machine: it is in the prompts).
     #[arg(long, value_name = "DIR")]
     work_dir: Option<PathBuf>,
+    /// Run the tasks through another agent instead of Abhed's loop, for a side-by-side figure:
+    /// a bash command run on the host in each task's workspace, with the task in `$ABHED_TASK`
+    /// and `--model`'s path in `$ABHED_MODEL`; its stdout is its answer (docs/EVAL.md).
+    #[arg(long, value_name = "COMMAND", conflicts_with = "script")]
+    peer: Option<String>,
     /// Print nothing on stderr while the suite runs.
     #[arg(long, short)]
     quiet: bool,
@@ -70,7 +76,12 @@ pub fn run(a: EvalArgs) -> Result<u8, Failure> {
     };
     let plan = run_cmd::plan(cwd, None, config.clone(), &a.model, &BudgetArgs::default(), Op::Continue)?;
     let store = Store::open(&plan.store_path).map_err(|e| Failure::internal(&e))?;
-    let (key, name, _) = run_cmd::model_identity(&plan.spec, &store)?;
+    let (model_key, name, _) = run_cmd::model_identity(&plan.spec, &store)?;
+    // A peer's report is stored apart from the model's own.
+    let key = match &a.peer {
+        Some(command) => format!("peer:{command}@{model_key}"),
+        None => model_key.clone(),
+    };
 
     if a.show {
         let stored = store
@@ -99,52 +110,72 @@ pub fn run(a: EvalArgs) -> Result<u8, Failure> {
     };
     let started_at = abhed::store::now_rfc3339();
     let t0 = Instant::now();
-    progress("loading the model ...");
-    let mut report = run_cmd::with_model(
-        &plan.spec,
-        &store,
-        |_| {},
-        |model: &mut dyn Model| {
-            let mut runner =
-                Runner::new(&suite, model, &plan.config, limits, &work).map_err(|e| Failure::internal(&e))?;
-            let info = runner.model_info();
-            let mut report = EvalReport {
-                v: EVAL_REPORT_VERSION,
-                key: key.clone(),
-                protocol: info.protocol.clone(),
-                model: info,
-                abhed_version: env!("CARGO_PKG_VERSION").to_string(),
-                suite_digest: suite.digest(),
-                started_at: started_at.clone(),
-                wall_ms: 0,
-                limits,
-                filter: a.filter.clone(),
-                tasks: Vec::new(),
-                errors: Vec::new(),
-            };
-            let total = tasks.len();
-            for (i, task) in tasks.iter().enumerate() {
-                let label = format!("[{:>2}/{total}] {}", i + 1, task.name);
-                match runner.run(task) {
-                    Ok(r) => {
-                        progress(&format!(
-                            "{label}: {} ({} turns, {:.0} s, {})",
-                            if r.passed { "pass".to_string() } else { format!("FAIL: {}", r.why) },
-                            r.turns,
-                            r.wall_ms as f64 / 1000.0,
-                            r.stop
-                        ));
-                        report.tasks.push(r);
-                    }
-                    Err(e) => {
-                        progress(&format!("{label}: ERROR (ours, not the model's): {e:#}"));
-                        report.errors.push(ItemError { name: task.name.clone(), error: format!("{e:#}") });
-                    }
+    let run_all = |driver: Driver<'_>| -> Result<EvalReport, Failure> {
+        let mut runner = Runner::new(&suite, driver, &plan.config, limits, &work).map_err(|e| Failure::internal(&e))?;
+        let info = runner.model_info();
+        let mut report = EvalReport {
+            v: EVAL_REPORT_VERSION,
+            key: key.clone(),
+            protocol: info.protocol.clone(),
+            model: info,
+            abhed_version: env!("CARGO_PKG_VERSION").to_string(),
+            suite_digest: suite.digest(),
+            started_at: started_at.clone(),
+            wall_ms: 0,
+            limits,
+            filter: a.filter.clone(),
+            tasks: Vec::new(),
+            errors: Vec::new(),
+        };
+        let total = tasks.len();
+        for (i, task) in tasks.iter().enumerate() {
+            let label = format!("[{:>2}/{total}] {}", i + 1, task.name);
+            match runner.run(task) {
+                Ok(r) => {
+                    progress(&format!(
+                        "{label}: {} ({} turns, {:.0} s, {})",
+                        if r.passed { "pass".to_string() } else { format!("FAIL: {}", r.why) },
+                        r.turns,
+                        r.wall_ms as f64 / 1000.0,
+                        r.stop
+                    ));
+                    report.tasks.push(r);
+                }
+                Err(e) => {
+                    progress(&format!("{label}: ERROR (ours, not the model's): {e:#}"));
+                    report.errors.push(ItemError { name: task.name.clone(), error: format!("{e:#}") });
                 }
             }
-            Ok(report)
-        },
-    )?;
+        }
+        Ok(report)
+    };
+    let mut report = match &a.peer {
+        // The peer talks to its own server; the model is named for the record, not loaded.
+        Some(command) => {
+            let gguf = match &plan.spec {
+                run_cmd::ModelSpec::Llama(p) => Some(p.path.clone()),
+                _ => None,
+            };
+            let info = ModelInfo {
+                adapter: "peer".to_string(),
+                name: match &gguf {
+                    Some(p) => p.file_name().map_or(name.clone(), |f| f.to_string_lossy().into_owned()),
+                    None => name.clone(),
+                },
+                location: command.clone(),
+                sha256: model_key.strip_prefix("sha256:").map(str::to_string),
+                n_ctx: None,
+                template: None,
+                threads: None,
+                protocol: "peer".to_string(),
+            };
+            run_all(Driver::Peer(Peer { command: command.clone(), model: gguf }, info))?
+        }
+        None => {
+            progress("loading the model ...");
+            run_cmd::with_model(&plan.spec, &store, |_| {}, |model: &mut dyn Model| run_all(Driver::Loop(model)))?
+        }
+    };
     report.wall_ms = t0.elapsed().as_millis() as u64;
     store
         .save_report_of(ReportKind::Eval, &key, &report.suite_digest, &report.to_json())

@@ -5,6 +5,7 @@
 //! reference `solution.sh`. A run is graded on how it ended, its final answer, the tools it used
 //! and a `check` script run in the microVM afterwards ([`Runner`]). [`report`] sums the runs.
 
+pub mod peer;
 pub mod report;
 mod runner;
 
@@ -13,7 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::conformance::suite::{Item, Suite};
 
-pub use runner::{Limits, Runner, lay_out, script};
+pub use runner::{Driver, Limits, Runner, lay_out, script};
 
 /// `task.toml`.
 #[derive(Debug, Clone, Deserialize)]
@@ -29,6 +30,10 @@ pub struct TaskSpec {
     /// Regexes the final answer must each match (case-insensitive).
     #[serde(default)]
     pub answer: Vec<String>,
+    /// Regexes the final answer must not match (case-insensitive): the files that only use
+    /// what a locate task asks for, so that an answer listing every file a search found fails.
+    #[serde(default)]
+    pub answer_not: Vec<String>,
     /// The reference solution's final answer (the suite's own test checks it against `answer`).
     pub solution_answer: String,
     /// Tools the run must have called successfully at least once.
@@ -73,7 +78,7 @@ const TASKS: &str = "tasks";
 pub fn tasks(suite: &Suite) -> Result<Vec<Task>> {
     let tasks: Vec<Task> = suite.flat_items(TASKS, "task.toml")?;
     for t in &tasks {
-        for a in &t.spec.answer {
+        for a in t.spec.answer.iter().chain(&t.spec.answer_not) {
             answer_regex(a).with_context(|| format!("{}: bad `answer` regex", t.name))?;
         }
         if t.spec.check.trim().is_empty() && t.spec.answer.is_empty() && t.spec.uses.is_empty() {
@@ -96,7 +101,12 @@ pub fn answer_regex(re: &str) -> Result<regex::Regex, regex::Error> {
     regex::RegexBuilder::new(re).case_insensitive(true).build()
 }
 
-/// The first `answer` regex that `answer` does not match.
-pub fn answer_miss<'t>(task: &'t TaskSpec, answer: &str) -> Option<&'t str> {
-    task.answer.iter().find(|re| !answer_regex(re).is_ok_and(|r| r.is_match(answer))).map(String::as_str)
+/// Why `answer` fails the task's answer regexes: the first `answer` regex it does not match,
+/// or the first `answer_not` regex it does.
+pub fn answer_miss(task: &TaskSpec, answer: &str) -> Option<String> {
+    let matches = |re: &str| answer_regex(re).is_ok_and(|r| r.is_match(answer));
+    if let Some(re) = task.answer.iter().find(|re| !matches(re)) {
+        return Some(format!("the final answer does not match /{re}/"));
+    }
+    task.answer_not.iter().find(|re| matches(re)).map(|re| format!("the final answer names /{re}/, which it must not"))
 }

@@ -7,6 +7,7 @@ use anyhow::{Context as _, Result, bail};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::peer::Peer;
 use super::report::TaskResult;
 use super::{Expect, Task, answer_miss};
 use crate::agent::{Agent, Budgets, RunSetup};
@@ -38,11 +39,17 @@ const SCRIPT_TIMEOUT_MS: u64 = 300_000;
 /// How much of a failed check's output the report keeps.
 const CHECK_OUTPUT_CHARS: usize = 600;
 
+/// What does the tasks: Abhed's loop on a model, or another agent.
+pub enum Driver<'a> {
+    Loop(&'a mut dyn Model),
+    Peer(Peer, ModelInfo),
+}
+
 /// Runs tasks on one model, one after another, in one workspace (the same path every time,
 /// so the system prompt and its saved state are the same for every task) and a scratch store.
-pub struct Runner<'a> {
-    suite: &'a Suite,
-    model: &'a mut dyn Model,
+pub struct Runner<'s, 'd> {
+    suite: &'s Suite,
+    driver: Driver<'d>,
     config: Config,
     limits: Limits,
     ws: PathBuf,
@@ -50,26 +57,23 @@ pub struct Runner<'a> {
     registry: Registry,
 }
 
-impl<'a> Runner<'a> {
+impl<'s, 'd> Runner<'s, 'd> {
     /// `work` holds the workspace (`work/ws`) and the scratch store. The runs use the user's
     /// model and sandbox settings and the built-in defaults for the rest, as a new user has them.
-    pub fn new(
-        suite: &'a Suite,
-        model: &'a mut dyn Model,
-        config: &Config,
-        limits: Limits,
-        work: &Path,
-    ) -> Result<Self> {
+    pub fn new(suite: &'s Suite, driver: Driver<'d>, config: &Config, limits: Limits, work: &Path) -> Result<Self> {
         let config = config.for_measurement();
         let ws = work.join("ws");
         std::fs::create_dir_all(&ws).with_context(|| format!("cannot create {}", ws.display()))?;
         let ws = ws.canonicalize()?;
         let store = Store::open(&work.join("eval.db"))?;
-        Ok(Runner { suite, model, config, limits, ws, store, registry: Registry::native() })
+        Ok(Runner { suite, driver, config, limits, ws, store, registry: Registry::native() })
     }
 
     pub fn model_info(&self) -> ModelInfo {
-        self.model.describe()
+        match &self.driver {
+            Driver::Loop(model) => model.describe(),
+            Driver::Peer(_, info) => info.clone(),
+        }
     }
 
     /// Run one task. `Err` is a fault of ours or of the suite (a setup that failed, a VM that
@@ -87,59 +91,52 @@ impl<'a> Runner<'a> {
                 bail!("{}: setup failed: {out}", task.name);
             }
         }
-        let (approvals, _) = Approvals::from_config(&self.config, Box::new(NoOperator))?;
-        let max_turns = spec.max_turns.unwrap_or(self.limits.max_turns);
-        let setup = RunSetup {
-            registry: &self.registry,
-            tools: crate::tools::ToolContext {
-                workspace: &workspace,
-                config: &self.config,
-                session: &session,
-                sandbox: &sandbox,
-                approvals: &approvals,
-                delegate: None,
-                output_budget: None,
-            },
-            budgets: Budgets {
-                max_turns,
-                max_tokens: self.config.run.max_tokens,
-                max_wall_ms: Some(spec.max_wall_s.unwrap_or(self.limits.max_wall_s) * 1000),
-                max_reply_tokens: self.limits.max_reply_tokens,
-            },
-            working_budget: self.config.run.working_budget,
-            repeat_limit: self.config.run.repeat_limit,
-            cancel: Cancel::new(),
-            subagent: None,
-            stream_tokens: false,
+        let max_wall_s = spec.max_wall_s.unwrap_or(self.limits.max_wall_s);
+        let ran = match &mut self.driver {
+            Driver::Loop(model) => {
+                let (approvals, _) = Approvals::from_config(&self.config, Box::new(NoOperator))?;
+                let tools = crate::tools::ToolContext {
+                    workspace: &workspace,
+                    config: &self.config,
+                    session: &session,
+                    sandbox: &sandbox,
+                    approvals: &approvals,
+                    delegate: None,
+                    output_budget: None,
+                };
+                let budgets = Budgets {
+                    max_turns: spec.max_turns.unwrap_or(self.limits.max_turns),
+                    max_tokens: self.config.run.max_tokens,
+                    max_wall_ms: Some(max_wall_s * 1000),
+                    max_reply_tokens: self.limits.max_reply_tokens,
+                };
+                run_loop(&mut **model, &self.registry, &self.config, tools, budgets, &spec.task)?
+            }
+            Driver::Peer(peer, _) => {
+                let r = peer.run(&self.ws, &spec.task, std::time::Duration::from_secs(max_wall_s))?;
+                let message = if r.stop == "done" { String::new() } else { format!("stderr: {}", r.stderr_tail) };
+                Ran { stop: r.stop, message, answer: r.answer, turns: 0, tokens: 0, facts: None }
+            }
         };
-        let (tx, rx) = std::sync::mpsc::channel();
-        let outcome = {
-            let mut agent = Agent::new(&mut *self.model, setup, tx)?;
-            agent.run(Some(spec.task.clone()))?
-        };
-        drop(rx);
         let run_ms = start.elapsed().as_millis() as u64;
-        let events = session.events()?;
-        let facts = Facts::of(&events);
-        let answer = outcome.answer.clone().unwrap_or_default();
+        let answer = &ran.answer;
 
-        // Graded in order; the first miss is the reason.
+        // Graded in order; the first miss is the reason. A peer has no stop reason for giving
+        // up and none of our tools: its gave-up tasks are graded on the answer and the check
+        // alone, and `uses` not at all (docs/EVAL.md).
         let mut why = Vec::new();
-        if outcome.reason.as_str() != spec.expect.as_str() {
+        let peer = ran.facts.is_none();
+        if ran.stop != spec.expect.as_str() && !(peer && spec.expect == Expect::GaveUp) {
             why.push(match spec.expect {
-                Expect::Done => {
-                    format!("the run ended {} ({}), not with a final answer", outcome.reason.as_str(), outcome.message)
+                Expect::Done => format!("the run ended {} ({}), not with a final answer", ran.stop, ran.message),
+                Expect::GaveUp => {
+                    format!("the run ended {}; the task cannot be done here, so it must give up", ran.stop)
                 }
-                Expect::GaveUp => format!(
-                    "the run ended {}; the task cannot be done here, so it must give up",
-                    outcome.reason.as_str()
-                ),
             });
         }
-        if let Some(re) = answer_miss(spec, &answer) {
-            why.push(format!("the final answer does not match /{re}/"));
-        }
-        for tool in &spec.uses {
+        why.extend(answer_miss(spec, answer));
+        let facts = ran.facts.unwrap_or_default();
+        for tool in spec.uses.iter().filter(|_| !peer) {
             if !facts.ok_tools.iter().any(|t| t == tool) {
                 why.push(format!("no successful {tool} call"));
             }
@@ -157,17 +154,61 @@ impl<'a> Runner<'a> {
             tags: spec.tags.clone(),
             passed: why.is_empty(),
             why: why.join("; "),
-            stop: outcome.reason.as_str().to_string(),
-            turns: outcome.turns,
+            stop: ran.stop,
+            turns: ran.turns,
             invalid_turns: facts.invalid_turns,
             calls: facts.calls,
             failed_calls: facts.failed_calls,
-            tokens: outcome.tokens,
+            tokens: ran.tokens,
             wall_ms: run_ms,
-            answer: clip(&answer, 400),
+            answer: clip(answer, 400),
             check_output,
         })
     }
+}
+
+/// How a task's run ended, by whichever driver.
+struct Ran {
+    stop: String,
+    message: String,
+    answer: String,
+    turns: u32,
+    tokens: u64,
+    /// What the session's log says; none for a peer, which has no log of ours.
+    facts: Option<Facts>,
+}
+
+/// Abhed's own loop on `task`, with the suite's registry and budgets.
+fn run_loop(
+    model: &mut dyn Model,
+    registry: &Registry,
+    config: &Config,
+    tools: crate::tools::ToolContext<'_>,
+    budgets: Budgets,
+    task: &str,
+) -> Result<Ran> {
+    let session = tools.session;
+    let setup = RunSetup {
+        registry,
+        tools,
+        budgets,
+        working_budget: config.run.working_budget,
+        repeat_limit: config.run.repeat_limit,
+        cancel: Cancel::new(),
+        subagent: None,
+        stream_tokens: false,
+    };
+    let (tx, rx) = std::sync::mpsc::channel();
+    let outcome = Agent::new(model, setup, tx)?.run(Some(task.to_string()))?;
+    drop(rx);
+    Ok(Ran {
+        stop: outcome.reason.as_str().to_string(),
+        message: outcome.message,
+        answer: outcome.answer.unwrap_or_default(),
+        turns: outcome.turns,
+        tokens: outcome.tokens,
+        facts: Some(Facts::of(&session.events()?)),
+    })
 }
 
 /// Empty `ws` (the folder itself stays: a VM may share it) and lay out `task`'s starting tree.

@@ -598,7 +598,11 @@ impl LlamaSession<'_> {
             if bytes[before..].contains(&b'}') && self.engine.bare_call_done(&bytes) {
                 break;
             }
-            if out.tokens >= req.max_tokens {
+            // A reply that has fallen into a loop ends now rather than at `max_tokens`; the
+            // loop reads it as cut off and names the repeated lines (`repeat`).
+            let looping = out.tokens % LOOP_CHECK_EVERY == 0
+                && super::repeat::looping_block(&String::from_utf8_lossy(&bytes)).is_some();
+            if out.tokens >= req.max_tokens || looping {
                 out.cut_off = true;
                 break;
             }
@@ -611,6 +615,9 @@ impl LlamaSession<'_> {
         Ok(out)
     }
 }
+
+/// Every how many generated tokens a reply is checked for a loop.
+const LOOP_CHECK_EVERY: u32 = 8;
 
 /// How many of the best candidates the grammar checks before it checks them all.
 const TOP_K_CHECK: usize = 64;

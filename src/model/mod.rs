@@ -12,6 +12,7 @@ pub mod locate;
 pub mod native;
 pub mod openai;
 pub mod protocol;
+pub mod repeat;
 pub mod scripted;
 
 use std::sync::Arc;
@@ -141,7 +142,8 @@ pub struct Usage {
 pub struct Reply {
     pub text: String,
     pub usage: Usage,
-    /// The reply hit `max_tokens` before it was complete.
+    /// The reply hit `max_tokens` before it was complete, or was stopped in a loop
+    /// ([`repeat::looping_block`]).
     pub cut_off: bool,
 }
 

@@ -14,7 +14,8 @@
 //!   a repeated call). Without one, a turn asked again gets the previous reply again, as a
 //!   deterministic model would give; a `#retry` where no turn is asked again is a fault.
 //!
-//! A reply "costs" one token per four bytes, so token budgets can be tested.
+//! A reply "costs" one token per four bytes, so token budgets can be tested; one longer than
+//! the turn's `max_tokens` is cut off there, as a model's would be.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -98,6 +99,15 @@ fn tokens(text: &str) -> u32 {
     text.len().div_ceil(4) as u32
 }
 
+/// `text` as far as `max_tokens` reach, and whether that cut it.
+fn cut(text: &str, max_tokens: u32) -> (String, bool) {
+    let mut end = text.len().min(max_tokens as usize * 4);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    (text[..end].to_string(), end < text.len())
+}
+
 impl Model for Scripted {
     fn describe(&self) -> ModelInfo {
         ModelInfo {
@@ -126,9 +136,9 @@ impl Model for Scripted {
         let retry_next = matches!(self.steps.get(self.next), Some(Step::Reply { retry: true, .. }));
         match (req.vary > 0, retry_next, &self.last) {
             (true, false, Some(last)) => {
-                let text = last.clone();
+                let (text, cut_off) = cut(last, req.max_tokens);
                 let usage = Usage { generated_tokens: tokens(&text), ..Usage::default() };
-                return Ok(Reply { text, usage, cut_off: false });
+                return Ok(Reply { text, usage, cut_off });
             }
             (false, true, _) => {
                 return Err(ModelError::Fault(anyhow!(
@@ -171,6 +181,7 @@ impl Model for Scripted {
                 if let Some(tell) = req.on_token {
                     tell(&text);
                 }
+                let (text, cut_off) = cut(&text, req.max_tokens);
                 let prompt = self.count_tokens(req.messages)?.unwrap_or(0);
                 let usage = Usage {
                     prompt_tokens: prompt,
@@ -180,7 +191,7 @@ impl Model for Scripted {
                     ..Usage::default()
                 };
                 self.last = Some(text.clone());
-                Ok(Reply { text, usage, cut_off: false })
+                Ok(Reply { text, usage, cut_off })
             }
         }
     }

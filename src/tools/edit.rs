@@ -164,7 +164,15 @@ impl Plan {
         let invalid =
             |what: &str| ToolError::new(ErrorCode::InvalidArguments, format!("invalid arguments for edit: {what}"));
         let forms = "Give either old_string and new_string (one replacement), or edits (a list of {\"old_string\": ..., \"new_string\": ...} applied in order, all or nothing)";
-        match (a.edits, a.old_string, a.new_string) {
+        // An empty edits beside old_string/new_string is no batch: small models fill every
+        // field of the schema (`"edits": []`), or repeat the one replacement in it; either way
+        // the one replacement is plain.
+        let same = |e: &[EditArg]| match (&a.old_string, &a.new_string) {
+            (Some(old), Some(new)) => e.iter().all(|m| &m.old_string == old && &m.new_string == new),
+            _ => e.is_empty() && (a.old_string.is_some() || a.new_string.is_some()),
+        };
+        let edits = a.edits.filter(|e| !same(e));
+        match (edits, a.old_string, a.new_string) {
             (Some(_), Some(_), _) | (Some(_), _, Some(_)) => Err(invalid(&format!(
                 "both old_string/new_string and edits are given. {forms}, not both: to make this replacement part of the batch, add it to edits."
             ))),
@@ -243,6 +251,14 @@ fn check_identical(plan: &Plan, i: usize, endings: Option<Endings>) -> Result<()
         )
     } else if m.old.is_empty() {
         "old_string and new_string are both empty, so there is nothing to do. To create an empty file, use write with content \"\".".to_string()
+    } else if let Some(bare) = strip_line_numbers(&m.old) {
+        // The 1.5B model sent `"1\t'use strict';"` as both strings, twice, then gave up
+        // quoting this error: what it copied was read's line number, not the file's text.
+        format!(
+            "old_string and new_string are identical, so this edit would change nothing. Both also start with read's line number and a tab (`{}`), which are not part of the file's text; without them old_string is {}. Put the text the file should have in new_string, without line numbers.",
+            m.old.split('\t').next().unwrap_or_default().trim_start().to_string() + "\\t",
+            serde_json::to_string(&bare).unwrap_or_default()
+        )
     } else {
         "old_string and new_string are identical, so this edit would change nothing. Put the text the file should have in new_string.".to_string()
     };

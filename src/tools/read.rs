@@ -505,10 +505,14 @@ pub(crate) fn mark_controls(text: &str) -> (std::borrow::Cow<'_, str>, Controls)
     (marked.into(), seen)
 }
 
-/// Whether `line` is the header read puts above a file's lines (`[read PATH · sha256 … ]`).
-/// Small models copy it, with the numbered lines under it, into write's content.
-pub(crate) fn is_header(line: &str) -> bool {
-    line.starts_with("[read ") && line.contains(" · sha256 ") && line.trim_end().ends_with(']')
+/// The header read puts above a file's lines (`[read PATH · sha256 … ]`), when `line` starts
+/// with one. Small models copy it, with the numbered lines under it, into write's content,
+/// sometimes with the first line number glued after it (`…· full]1`).
+pub(crate) fn header_prefix(line: &str) -> Option<&str> {
+    if !(line.starts_with("[read ") && line.contains(" · sha256 ")) {
+        return None;
+    }
+    line.find(']').map(|end| &line[..=end])
 }
 
 fn render(shown: &Path, s: &Scan, offset: u64, limit_given: bool) -> (String, bool) {

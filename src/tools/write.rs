@@ -157,10 +157,7 @@ impl Tool for Write {
 /// header and line numbers, as a file's new content. No file begins with that header by
 /// accident; one that must can be written with bash.
 fn pasted_read_output(content: &str, shown: &Path) -> Result<(), ToolFailure> {
-    let first = content.lines().next().unwrap_or_default();
-    if !super::read::is_header(first) {
-        return Ok(());
-    }
+    let Some(first) = super::read::header_prefix(content.lines().next().unwrap_or_default()) else { return Ok(()) };
     let rest = content.split_once('\n').map_or("", |(_, rest)| rest);
     let numbered = rest.trim().is_empty() || super::edit::strip_line_numbers(rest).is_some();
     let numbers = if numbered { " and every line with read's line number and a tab (`12\\t`)" } else { "" };
