@@ -128,7 +128,8 @@ fn parallel_subagents_each_report_and_a_summary_over_the_limit_is_cut_with_a_not
     let mut f = Fixture::new();
     f.config.task.summary_tokens = 100;
     let s = f.store.create_session(&f.ws).unwrap();
-    let long = "word ".repeat(400);
+    // Over the summary limit (100 tokens), within the reply limit (256): a longer reply is cut off.
+    let long = "word ".repeat(180);
     let script = [
         call(
             "task",
