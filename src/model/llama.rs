@@ -600,7 +600,7 @@ impl LlamaSession<'_> {
             }
             // A reply that has fallen into a loop ends now rather than at `max_tokens`; the
             // loop reads it as cut off and names the repeated lines (`repeat`).
-            let looping = out.tokens % LOOP_CHECK_EVERY == 0
+            let looping = out.tokens.is_multiple_of(LOOP_CHECK_EVERY)
                 && super::repeat::looping_block(&String::from_utf8_lossy(&bytes)).is_some();
             if out.tokens >= req.max_tokens || looping {
                 out.cut_off = true;
