@@ -172,9 +172,12 @@ impl<'a, 'm> Agent<'a, 'm> {
         // Set when the model made the same call `repeat_limit` times in a row.
         let mut answer_only = false;
         // Which turns must be a call, which answers are sent back (see `steer`).
-        let can_run = self.setup.registry.get("bash").is_some();
-        let mut steer =
-            Steer::new(&self.setup.tools.config.run, task.is_some(), self.setup.subagent.is_none(), can_run);
+        let mut steer = Steer::new(
+            &self.setup.tools.config.run,
+            task.is_some(),
+            self.setup.subagent.is_none(),
+            self.setup.registry.names(),
+        );
         // A run that continues after a call that failed (a resumed session, the conformance
         // recovery scenarios) is held to `run.act_after_error` as the turn after it would be.
         if task.is_none() && self.last_call_failed()? {

@@ -34,6 +34,8 @@ pub struct Steer {
     ran_bash: bool,
     /// bash is offered: a command the task names can be run.
     can_run: bool,
+    /// The tools offered, as a call written as text may name them.
+    tools: Vec<&'static str>,
     /// The last call that may have changed something was bash (a check, or the change itself).
     ran_since_change: bool,
     resample_repeats: u32,
@@ -50,8 +52,8 @@ const ANSWER: &str = "";
 impl Steer {
     /// `new_task`: the run starts on a task (not a resumed run's continuation). `top_level`: not
     /// a subagent, whose answer is its parent's to judge.
-    /// `can_run`: bash is among the tools.
-    pub fn new(config: &RunConfig, new_task: bool, top_level: bool, can_run: bool) -> Steer {
+    /// `tools`: the names of the tools offered.
+    pub fn new(config: &RunConfig, new_task: bool, top_level: bool, tools: Vec<&'static str>) -> Steer {
         Steer {
             act_after_error: config.act_after_error,
             checks: config.check_answers && top_level,
@@ -67,7 +69,8 @@ impl Steer {
             sent_back_call_text: false,
             sent_back_diff: 0,
             ran_bash: false,
-            can_run,
+            can_run: tools.contains(&"bash"),
+            tools,
             ran_since_change: false,
             resample_repeats: config.resample_repeats,
             unchanged_since: HashSet::new(),
@@ -186,7 +189,7 @@ impl Steer {
             return Some(UNFOUNDED_GIVE_UP.to_string());
         }
         if !self.sent_back_call_text
-            && let Some((name, call)) = call_as_text(answer)
+            && let Some((name, call)) = call_as_text(answer, &self.tools)
         {
             // "To add the key, you can use the edit function. Here's the command: ```json
             // {"name": "edit", ...}```": the 1.5B model wrote its call into its answer in 4 of
@@ -260,17 +263,14 @@ const UNFOUNDED_GIVE_UP: &str = "[note] You gave up, but every call you made wor
 /// one more after the model made some of them.
 const MAX_DIFF_NOTES: u32 = 2;
 
-/// The native tools, as a call written as text names them.
-const TOOLS: &[&str] = &["read", "write", "edit", "glob", "grep", "bash", "task", "plan", "todo"];
-
-/// A call to one of the tools written in a code block of an answer (`{"name": ..., "arguments":
+/// A call to one of `tools` written in a code block of an answer (`{"name": ..., "arguments":
 /// {...}}`, or `"tool"` for the name), as its name and compact JSON.
-fn call_as_text(answer: &str) -> Option<(String, String)> {
+fn call_as_text(answer: &str, tools: &[&str]) -> Option<(String, String)> {
     answer_diff::code_blocks(answer).iter().find_map(|block| {
         let v: serde_json::Value = serde_json::from_str(&block.join("\n")).ok()?;
         let name = v.get("name").or_else(|| v.get("tool"))?.as_str()?;
         let args = v.get("arguments").filter(|a| a.is_object())?;
-        TOOLS
+        tools
             .contains(&name)
             .then(|| (name.to_string(), serde_json::json!({"name": name, "arguments": args}).to_string()))
     })
@@ -478,19 +478,21 @@ mod tests {
         assert!(!claims_change("The prefixed name"));
     }
 
+    const TOOLS: &[&str] = &["read", "edit", "bash"];
+
     #[test]
     fn a_call_written_in_an_answer_is_found() {
         let answer = "You can use the edit function. Here's the command:\n\n```json\n{\n  \"name\": \"edit\",\n  \"arguments\": {\"path\": \"/ws/a.yaml\", \"old_string\": \"a: 1\", \"new_string\": \"a: 2\"}\n}\n```\nThis sets a.";
-        let (name, call) = call_as_text(answer).unwrap();
+        let (name, call) = call_as_text(answer, TOOLS).unwrap();
         assert_eq!(name, "edit");
         assert_eq!(
             call,
             r#"{"name":"edit","arguments":{"path":"/ws/a.yaml","old_string":"a: 1","new_string":"a: 2"}}"#
         );
         // JSON that is not a call of ours, and a call outside a code block, are not.
-        assert_eq!(call_as_text("```json\n{\"name\": \"deploy\", \"arguments\": {}}\n```"), None);
-        assert_eq!(call_as_text("```json\n{\"name\": \"edit\"}\n```"), None);
-        assert_eq!(call_as_text("{\"name\": \"edit\", \"arguments\": {}}"), None);
+        assert_eq!(call_as_text("```json\n{\"name\": \"deploy\", \"arguments\": {}}\n```", TOOLS), None);
+        assert_eq!(call_as_text("```json\n{\"name\": \"edit\"}\n```", TOOLS), None);
+        assert_eq!(call_as_text("{\"name\": \"edit\", \"arguments\": {}}", TOOLS), None);
     }
 
     #[test]
