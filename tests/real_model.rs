@@ -127,6 +127,55 @@ fn turns_evaluate_only_new_tokens_and_the_system_prompt_is_saved() {
     assert_eq!(u["cached_tokens"], 0, "{u}");
 }
 
+/// Regression: the saved system prompt was tried only at a session's first turn. Compaction
+/// decodes its own prompt in the same context, and `abhed eval` runs task after task in one
+/// session, so the turn after a compaction, and every task after one, evaluated the whole
+/// system prompt again (50 s each for the 1.5B model on 2 cores).
+#[test]
+fn the_saved_system_prompt_is_loaded_again_after_another_prompt_took_the_cache() {
+    use abhed::model::llama::{LlamaEngine, LlamaParams};
+    use abhed::model::{Cancel, Message, Model, Role, TurnRequest, TurnSchema};
+    let _one = serial();
+    let env = setup();
+    let mut params = LlamaParams::new(model().into());
+    params.settings.n_ctx = Some(4096);
+    params.prompt_cache_dir = Some(env.home.join("prompt-cache"));
+    let engine = LlamaEngine::load(params, String::new(), |_| {}).unwrap();
+    let registry = Registry::native();
+    let mut session = engine.session(&TurnSchema::new(&registry)).unwrap();
+    let system = abhed::agent::prompt::system_prompt(&registry, &env.ws);
+    let shared = abhed::agent::prompt::stable_len(&system);
+    let task = |text: &str| {
+        vec![Message::new(Role::System, system.clone()).with_shared_prefix(shared), Message::new(Role::User, text)]
+    };
+    let cancel = Cancel::new();
+    let mut turn = |messages: &[Message]| {
+        let req = TurnRequest {
+            messages,
+            max_tokens: 8,
+            cancel: &cancel,
+            deadline: None,
+            answer_only: false,
+            call_only: false,
+            vary: 0,
+            on_token: None,
+        };
+        session.complete(&req).unwrap().usage
+    };
+    let first = turn(&task("Read notes.txt."));
+    assert!(first.evaluated_tokens > first.prompt_tokens / 2, "a fresh cache evaluates the prompt: {first:?}");
+    // A summary's prompt, as compaction sends it: another system message takes the cache.
+    turn(&[
+        Message::new(Role::System, "Summarize the conversation below."),
+        Message::new(Role::User, "read notes.txt"),
+    ]);
+    let after = turn(&task("Read main.rs."));
+    assert!(
+        after.cached_tokens > after.prompt_tokens / 2,
+        "the saved system prompt was not loaded again: {after:?} (first turn: {first:?})"
+    );
+}
+
 #[test]
 fn a_context_too_small_for_the_prompt_is_refused_with_the_numbers() {
     let _one = serial();

@@ -100,18 +100,21 @@ pub fn rewritten<'s>(answer: &str, seen: &'s [Seen]) -> Option<(&'s Seen, Vec<Ch
     best.map(|(_, file, changes)| (file, changes))
 }
 
-/// The fenced code blocks of `text`, as lines, without the fence lines.
+/// The fenced code blocks of `text`, as lines, without the fence lines. A fence indented
+/// (a block inside a list item: "1. Add the function:" then the block under it) takes that
+/// indentation off its lines, as Markdown does; else every line would differ from the file.
 pub(super) fn code_blocks(text: &str) -> Vec<Vec<&str>> {
     let mut blocks = Vec::new();
-    let mut open: Option<Vec<&str>> = None;
+    let mut open: Option<(usize, Vec<&str>)> = None;
     for line in text.lines() {
+        let indent = line.len() - line.trim_start_matches(' ').len();
         if line.trim_start().starts_with("```") {
             match open.take() {
-                Some(block) => blocks.push(block),
-                None => open = Some(Vec::new()),
+                Some((_, block)) => blocks.push(block),
+                None => open = Some((indent, Vec::new())),
             }
-        } else if let Some(block) = open.as_mut() {
-            block.push(line.trim_end());
+        } else if let Some((fence, block)) = open.as_mut() {
+            block.push(line[indent.min(*fence)..].trim_end());
         }
     }
     blocks
@@ -119,8 +122,18 @@ pub(super) fn code_blocks(text: &str) -> Vec<Vec<&str>> {
 
 /// How much of `block` is lines of `file`, and the changes from the part of the file that the
 /// block covers (a block may show only the changed function) to the block.
-fn changes(file: &Seen, block: &[&str]) -> Option<(f64, Vec<Change>)> {
+fn changes(file: &Seen, mut block: &[&str]) -> Option<(f64, Vec<Change>)> {
     let lines: Vec<&str> = file.lines.iter().map(|l| l.trim_end()).collect();
+    // A first line that names the file (`// src/money.js`) labels the block; the file does not
+    // have it, and adding it is not what the answer meant.
+    let name = file.path.rsplit('/').next().unwrap_or_default();
+    if let Some((head, rest)) = block.split_first()
+        && !name.is_empty()
+        && head.contains(name)
+        && !lines.contains(&head.trim_end())
+    {
+        block = rest;
+    }
     // A changed line is still the file's line: `FROM python:3.12-slim` for `FROM python:3.9-slim`.
     let found = |l: &str| !l.trim().is_empty() && lines.iter().any(|x| like(x, l));
     let content = block.iter().filter(|l| !l.trim().is_empty()).count();
@@ -313,6 +326,22 @@ mod tests {
         let answer = "```yaml\nkind: Deployment\nmetadata:\n  name: worker\nspec:\n  replicas: 4\n```";
         let (_, changes) = rewritten(answer, std::slice::from_ref(&file)).unwrap();
         assert_eq!(changes, [Change { line: 11, old: "  replicas: 1".into(), new: "  replicas: 4".into() }]);
+    }
+
+    #[test]
+    fn a_block_in_a_list_item_is_dedented_and_its_file_name_label_left_out() {
+        let js = "'use strict';\n\nfunction f(x) {\n  return x;\n}\n\nmodule.exports = { f };\n";
+        let file = Seen { path: "/ws/src/money.js".into(), ..seen(js) };
+        let files = std::slice::from_ref(&file);
+        let indented = |body: &str| body.lines().map(|l| format!("   {l}\n")).collect::<String>();
+        // Found in an eval run: the file restated, unchanged, under a list item, with a label.
+        let answer = format!("1. **Add it:**\n\n   ```javascript\n   // src/money.js\n{}   ```\n", indented(js));
+        assert!(rewritten(&answer, files).is_none());
+        // The same with a change: only the change is listed, without the indentation.
+        let changed = js.replace("return x;", "return x * 2;");
+        let answer = format!("1. **Add it:**\n\n   ```javascript\n   // src/money.js\n{}   ```\n", indented(&changed));
+        let (_, changes) = rewritten(&answer, files).unwrap();
+        assert_eq!(changes, [Change { line: 4, old: "  return x;".into(), new: "  return x * 2;".into() }]);
     }
 
     #[test]

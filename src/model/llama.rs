@@ -461,6 +461,21 @@ impl LlamaSession<'_> {
         Some(dir.join(format!("{model}-{key}.kv")))
     }
 
+    /// Whether the cache lacks the system prompt's shared part that `prompt` begins with, so
+    /// that the saved state should be loaded. Not only at a session's first turn: compaction
+    /// decodes its own prompt in this context, and the eval runs task after task in one
+    /// session, so the next turn found its cache holding the summary's prompt and evaluated
+    /// the whole system prompt again (50 s for the 1.5B model on 2 cores, after every
+    /// compaction). A system message without a shared part (the summary's own) is tried once.
+    fn needs_system_prompt(&self, messages: &[Message], prompt: &[LlamaToken]) -> Result<bool, ModelError> {
+        let Some(first) = messages.first().filter(|m| m.role == super::Role::System) else { return Ok(false) };
+        if first.shared_prefix.is_none() {
+            return Ok(!self.prompt_cache_used && self.cached.is_empty());
+        }
+        let common = self.cached.iter().zip(prompt).take_while(|(a, b)| a == b).count();
+        Ok(common < self.shared_tokens(first)?.len())
+    }
+
     /// Fill the cache with the system prompt's shared part from disk, or evaluate it and save
     /// it there. Returns the tokens evaluated (0 when the state came from disk).
     fn warm_system_prompt(&mut self, messages: &[Message], cancel: &dyn Fn() -> bool) -> Result<u32, ModelError> {
@@ -520,7 +535,7 @@ impl Model for LlamaSession<'_> {
         let prompt = self.engine.turn_prompt(req, self.n_ctx)?;
         let t0 = Instant::now();
         let mut evaluated = 0;
-        if !self.prompt_cache_used && self.cached.is_empty() {
+        if self.needs_system_prompt(req.messages, &prompt)? {
             evaluated += self.warm_system_prompt(req.messages, &stop)?;
         }
         // The longest common prefix; at least one token is evaluated, for its logits.
