@@ -691,6 +691,71 @@ fn giving_up_without_running_the_command_the_task_names_is_sent_back_once() {
 }
 
 #[test]
+fn a_write_on_a_task_that_asks_a_question_is_held_back_once() {
+    let f = Fixture::new();
+    let write = call("write", json!({"path": f.p("orders.go"), "content": "package orders\n"}));
+    let grep = call("grep", json!({"pattern": "beta"}));
+    let answer = "{\"answer\": \"notes.txt\", \"status\": \"done\"}";
+    let s = f.store.create_session(&f.ws).unwrap();
+    let events =
+        f.run(&s, &format!("{write}\n{grep}\n{answer}\n"), Op::Task("Which file mentions beta?".into()), BUDGETS);
+    assert_eq!(end(&events).2.as_deref(), Some("notes.txt"));
+    assert!(!f.ws.join("orders.go").exists(), "the held write ran");
+    let notes = feedback(&s);
+    assert_eq!(notes.len(), 1, "{notes:?}");
+    assert!(
+        notes[0].starts_with(&format!(
+            "[note] The task asks a question, not for a change, so this write of {} was not run",
+            f.p("orders.go")
+        )),
+        "{notes:?}"
+    );
+    // Only the grep ran; a resumed session sees the note after the held call.
+    assert_eq!(s.events().unwrap().iter().filter(|e| e.kind == "action").count(), 1);
+    let rebuilt = abhed::agent::history::rebuild(&s.events().unwrap());
+    assert!(rebuilt.messages.iter().any(|m| m.role == Role::User && m.content == notes[0]));
+    assert!(rebuilt.lost.is_empty());
+
+    // Held once: made again, it runs. And a task that asks for a change is not held.
+    let s = f.store.create_session(&f.ws).unwrap();
+    f.run(&s, &format!("{write}\n{write}\n{answer}\n"), Op::Task("Which file mentions beta?".into()), BUDGETS);
+    assert!(f.ws.join("orders.go").exists());
+    std::fs::remove_file(f.ws.join("orders.go")).unwrap();
+    let s = f.store.create_session(&f.ws).unwrap();
+    f.run(&s, &format!("{write}\n{answer}\n"), Op::Task("Can you create orders.go?".into()), BUDGETS);
+    assert!(f.ws.join("orders.go").exists());
+    assert!(feedback(&s).is_empty());
+}
+
+#[test]
+fn a_reply_that_pastes_reads_output_is_stopped_and_told_what_the_file_text_is() {
+    let f = Fixture::new();
+    let read = call("read", json!({"path": f.p("notes.txt")}));
+    let numbered: String = (1..200).map(|i| format!("{i}\\tline {i}\\n")).collect();
+    let pasted = format!(
+        "{{\"tool\": \"write\", \"arguments\": {{\"path\": \"{p}\", \"content\": \"[read {p} · sha256 0123456789ab · 3 lines · full]\\n{numbered}",
+        p = f.p("notes.txt")
+    );
+    let answer = "{\"answer\": \"alpha\", \"status\": \"done\"}";
+    let s = f.store.create_session(&f.ws).unwrap();
+    let events = f.run(&s, &format!("{read}\n{pasted}\n{answer}\n"), Op::Task("What is in notes.txt?".into()), BUDGETS);
+    assert_eq!(end(&events).2.as_deref(), Some("alpha"));
+    let turns: Vec<serde_json::Value> =
+        s.events().unwrap().iter().filter(|e| e.kind == "model_turn").map(|e| e.payload.clone()).collect();
+    assert_eq!(turns[1]["cut_off"], true);
+    let note = turns[1]["feedback"].as_str().unwrap();
+    assert!(
+        note.starts_with(&format!(
+            "your reply copied read's output ([read {} · sha256 0123456789ab · 3 lines · full] and the numbered lines after it), so it was stopped",
+            f.p("notes.txt")
+        )) && note.contains("the `N\\t` line numbers are not part of the file"),
+        "{note}"
+    );
+    // Nothing was written.
+    assert_eq!(s.events().unwrap().iter().filter(|e| e.kind == "action").count(), 1);
+}
+
+#[test]
 fn a_reply_that_loops_is_named_and_the_next_is_decoded_with_some_randomness() {
     let f = Fixture::new();
     let read = call("read", json!({"path": f.p("notes.txt")}));

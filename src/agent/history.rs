@@ -124,8 +124,9 @@ pub fn rebuild(events: &[StoredEvent]) -> Rebuilt {
                     Some(TurnKind::Invalid) => {
                         out.messages.push(Message::new(Role::User, invalid_feedback(&str_of(p, "feedback"))));
                     }
-                    // An answer the loop sent back (`steer`): its note follows it.
-                    Some(TurnKind::Answer) if !str_of(p, "feedback").is_empty() => {
+                    // An answer the loop sent back, or a call it held back unrun (`steer`):
+                    // its note follows it.
+                    Some(TurnKind::Answer | TurnKind::Call) if !str_of(p, "feedback").is_empty() => {
                         out.messages.push(Message::new(Role::User, str_of(p, "feedback")));
                     }
                     Some(TurnKind::Call) => {

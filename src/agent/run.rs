@@ -374,7 +374,9 @@ impl<'a, 'm> Agent<'a, 'm> {
                 set_aside.push(other.text);
             }
             let (kind, feedback) = match &parsed {
-                Ok(Turn::Call(_)) => (TurnKind::Call, None),
+                Ok(Turn::Call(c)) => {
+                    (TurnKind::Call, steer.hold_call(self.current_task.as_deref(), &c.name, &c.arguments))
+                }
                 Ok(Turn::Answer { text, gave_up }) => {
                     // A store that cannot say counts as plan mode: no answer is sent back for it.
                     let blocked = crate::tools::plan::plan_mode(self.setup.tools.session).unwrap_or(true);
@@ -408,7 +410,8 @@ impl<'a, 'm> Agent<'a, 'm> {
 
             match parsed {
                 Err(why) => self.messages.push(Message::new(Role::User, history::invalid_feedback(&why))),
-                Ok(Turn::Answer { .. }) if feedback.is_some() => {
+                // An answer sent back, or a call held back unrun (`steer`): the note follows it.
+                Ok(_) if feedback.is_some() => {
                     self.messages.push(Message::new(Role::User, feedback.unwrap_or_default()));
                 }
                 Ok(Turn::Answer { text, gave_up }) => {
@@ -517,6 +520,13 @@ impl<'a, 'm> Agent<'a, 'm> {
             let shown: String = block.chars().take(200).collect();
             Err(format!(
                 "your reply repeated this over and over, so it was stopped after {} tokens and nothing was run:\n{shown}\nMake one short call instead. To add code to a file, edit it: old_string one line you read in it (its last line, say), new_string that line followed by the new code.",
+                reply.usage.generated_tokens
+            ))
+        } else if reply.cut_off
+            && let Some(header) = crate::model::repeat::pasted_read_header(&reply.text)
+        {
+            Err(format!(
+                "your reply copied read's output ({header} and the numbered lines after it), so it was stopped after {} tokens and nothing was run. That header and the `N\\t` line numbers are not part of the file. To change a few lines, use edit: old_string and new_string copied from the file's lines without their numbers; to write a whole file, give only its text.",
                 reply.usage.generated_tokens
             ))
         } else if reply.cut_off {

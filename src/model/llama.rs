@@ -613,10 +613,12 @@ impl LlamaSession<'_> {
             if bytes[before..].contains(&b'}') && self.engine.bare_call_done(&bytes) {
                 break;
             }
-            // A reply that has fallen into a loop ends now rather than at `max_tokens`; the
-            // loop reads it as cut off and names the repeated lines (`repeat`).
-            let looping = out.tokens.is_multiple_of(LOOP_CHECK_EVERY)
-                && super::repeat::looping_block(&String::from_utf8_lossy(&bytes)).is_some();
+            // A reply that has fallen into a loop, or pastes read's output, ends now rather than
+            // at `max_tokens`; the loop reads it as cut off and says why (`repeat`).
+            let looping = out.tokens.is_multiple_of(LOOP_CHECK_EVERY) && {
+                let text = String::from_utf8_lossy(&bytes);
+                super::repeat::looping_block(&text).is_some() || super::repeat::pasted_read_header(&text).is_some()
+            };
             if out.tokens >= req.max_tokens || looping {
                 out.cut_off = true;
                 break;

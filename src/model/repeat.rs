@@ -1,4 +1,4 @@
-//! A reply that has fallen into a loop. Small models decoding greedily repeat a line (or a few)
+//! A reply that is going nowhere: one that has fallen into a loop, or pastes read's output. Small models decoding greedily repeat a line (or a few)
 //! until the reply budget is spent: in the task suite a 1.5B model wrote one `assertEqual` line
 //! forty times, 1,024 tokens and 80 s a turn, and then the same reply again after the
 //! cut-off note. The adapter stops such a reply early, and the loop tells the model which
@@ -34,6 +34,20 @@ pub fn looping_block(text: &str) -> Option<String> {
         }
     }
     None
+}
+
+/// Whether `text` holds read's header line (`[read PATH · sha256 HEX · …`): a reply that pastes
+/// read's output into a call. write refuses such content and edit's old_string cannot match it,
+/// so the rest of the reply is wasted: in the task suite the 1.5B model spent 1,024 tokens
+/// (about 100 s) on each of three such writes, numbered lines and all, before the cut-off.
+pub fn pasted_read_header(text: &str) -> Option<&str> {
+    let at = text.find("[read /")?;
+    let line = &text[at..];
+    let end = [line.find('\n'), line.find("\\n")].into_iter().flatten().min().unwrap_or(line.len());
+    let line = &line[..end];
+    // Complete: the hash and the rest up to the closing bracket (the note quotes it whole).
+    let close = line.find(" · sha256 ").and_then(|at| line[at..].find(']').map(|c| at + c))?;
+    Some(&line[..=close])
 }
 
 /// The lines of `text` that a break ends, trimmed.
@@ -91,6 +105,19 @@ mod tests {
     fn a_block_of_lines_repeated_is_a_loop() {
         let text = format!("start\n{}", "x = f(1)\ny = g(2)\n".repeat(4));
         assert_eq!(looping_block(&text).as_deref(), Some("x = f(1)\ny = g(2)"));
+    }
+
+    #[test]
+    fn read_output_pasted_into_a_reply_is_found_once_its_header_is_complete() {
+        // What the 1.5B model wrote (native protocol), stopped here rather than at 1,024 tokens.
+        let text = "<tool_call>\n{\"name\": \"write\", \"arguments\": {\"path\": \"/ws/stats.c\", \"content\": \"[read /ws/stats.c · sha256 9d8ad0e66d9c · 49 lines · full]\\n1\\t/* stats */";
+        assert_eq!(pasted_read_header(text), Some("[read /ws/stats.c · sha256 9d8ad0e66d9c · 49 lines · full]"));
+        // Not yet: the header is still being written.
+        assert_eq!(pasted_read_header("{\"content\": \"[read /ws/stats.c · sha"), None);
+        assert_eq!(pasted_read_header("{\"content\": \"[read /ws/stats.c · sha256 9d8ad0e · 49 li"), None);
+        // A path in brackets, or a word "read", is not read's header.
+        assert_eq!(pasted_read_header("[read /ws/notes.txt first]\nthen sha256 · it"), None);
+        assert_eq!(pasted_read_header("I read /ws/stats.c · sha256 is shown"), None);
     }
 
     #[test]
