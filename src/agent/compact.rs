@@ -135,16 +135,7 @@ fn summarise(
         }
         per_message /= 2;
     };
-    let req = TurnRequest {
-        messages: &request,
-        max_tokens: SUMMARY_TOKENS,
-        cancel,
-        deadline,
-        answer_only: true,
-        call_only: false,
-        vary: 0,
-        on_token: None,
-    };
+    let req = TurnRequest { deadline, answer_only: true, ..TurnRequest::new(&request, SUMMARY_TOKENS, cancel) };
     let reply = model.complete(&req)?;
     match schema.parse(&reply.text) {
         Ok(Turn::Answer { text, .. }) if text.trim().chars().count() >= MIN_SUMMARY_CHARS && !reply.cut_off => {

@@ -122,16 +122,7 @@ fn turns(
         let (messages, slot) = (&conversations[i], &replies[i]);
         Box::new(move |m: &mut dyn Model| {
             let cancel = Cancel::new();
-            let req = TurnRequest {
-                messages,
-                max_tokens: n_gen,
-                cancel: &cancel,
-                deadline: None,
-                answer_only: true,
-                call_only: false,
-                vary: 0,
-                on_token: None,
-            };
+            let req = TurnRequest { answer_only: true, ..TurnRequest::new(messages, n_gen, &cancel) };
             let r = m.complete(&req).map_err(|e| anyhow::anyhow!("{e}"));
             if let Ok(mut s) = slot.lock() {
                 *s = Some(r);

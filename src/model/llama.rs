@@ -15,6 +15,7 @@
 mod bench;
 mod parallel;
 
+use std::hash::{Hash, Hasher};
 use std::num::NonZeroU32;
 use std::path::PathBuf;
 use std::sync::OnceLock;
@@ -271,6 +272,7 @@ impl LlamaEngine {
             grammars,
             cached: Vec::new(),
             prompt_cache_used: false,
+            shared: None,
             pool: None,
         })
     }
@@ -361,6 +363,9 @@ pub struct LlamaSession<'m> {
     cached: Vec<LlamaToken>,
     /// Whether the disk cache of the system prompt was tried (once per session).
     prompt_cache_used: bool,
+    /// The last system message's shared tokens, keyed by a hash of the message: every turn
+    /// asks for them, and the message changes only when the session does.
+    shared: Option<(u64, Vec<LlamaToken>)>,
     /// The context subagents run in, made at the first `task` call.
     pool: Option<parallel::Pool<'m>>,
 }
@@ -435,16 +440,29 @@ impl LlamaSession<'_> {
     /// whole message and its shared text alone begin with, so the template's closing tokens and
     /// a token that could merge across the boundary are left out. The whole message's tokens
     /// when it has no shared part.
-    fn shared_tokens(&self, system: &Message) -> Result<Vec<LlamaToken>, ModelError> {
-        let whole = self.tokenize(std::slice::from_ref(system), false)?;
-        let Some(shared) =
-            system.shared_prefix.filter(|&n| n < system.content.len()).and_then(|n| system.content.get(..n))
-        else {
-            return Ok(whole);
+    fn shared_tokens(&mut self, system: &Message) -> Result<Vec<LlamaToken>, ModelError> {
+        let key = {
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            (&system.content, system.shared_prefix).hash(&mut h);
+            h.finish()
         };
-        let part = self.tokenize(&[Message::new(system.role, shared)], false)?;
-        let n = whole.iter().zip(&part).take_while(|(a, b)| a == b).count();
-        Ok(whole[..n].to_vec())
+        if let Some((k, tokens)) = &self.shared
+            && *k == key
+        {
+            return Ok(tokens.clone());
+        }
+        let whole = self.tokenize(std::slice::from_ref(system), false)?;
+        let tokens =
+            match system.shared_prefix.filter(|&n| n < system.content.len()).and_then(|n| system.content.get(..n)) {
+                Some(shared) => {
+                    let part = self.tokenize(&[Message::new(system.role, shared)], false)?;
+                    let n = whole.iter().zip(&part).take_while(|(a, b)| a == b).count();
+                    whole[..n].to_vec()
+                }
+                None => whole,
+            };
+        self.shared = Some((key, tokens.clone()));
+        Ok(tokens)
     }
 
     fn prompt_cache_file(&self, system: &[LlamaToken]) -> Option<PathBuf> {
@@ -467,13 +485,14 @@ impl LlamaSession<'_> {
     /// session, so the next turn found its cache holding the summary's prompt and evaluated
     /// the whole system prompt again (50 s for the 1.5B model on 2 cores, after every
     /// compaction). A system message without a shared part (the summary's own) is tried once.
-    fn needs_system_prompt(&self, messages: &[Message], prompt: &[LlamaToken]) -> Result<bool, ModelError> {
+    fn needs_system_prompt(&mut self, messages: &[Message], prompt: &[LlamaToken]) -> Result<bool, ModelError> {
         let Some(first) = messages.first().filter(|m| m.role == super::Role::System) else { return Ok(false) };
         if first.shared_prefix.is_none() {
             return Ok(!self.prompt_cache_used && self.cached.is_empty());
         }
+        let shared = self.shared_tokens(first)?.len();
         let common = self.cached.iter().zip(prompt).take_while(|(a, b)| a == b).count();
-        Ok(common < self.shared_tokens(first)?.len())
+        Ok(common < shared)
     }
 
     /// Fill the cache with the system prompt's shared part from disk, or evaluate it and save

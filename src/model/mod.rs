@@ -102,7 +102,21 @@ pub struct TurnRequest<'a> {
 /// The temperature of a turn asked for again (`TurnRequest::vary`).
 pub const VARY_TEMPERATURE: f32 = 0.7;
 
-impl TurnRequest<'_> {
+impl<'a> TurnRequest<'a> {
+    /// A plain turn: either a call or an answer, no deadline, decoded as configured, not streamed.
+    pub fn new(messages: &'a [Message], max_tokens: u32, cancel: &'a Cancel) -> TurnRequest<'a> {
+        TurnRequest {
+            messages,
+            max_tokens,
+            cancel,
+            deadline: None,
+            answer_only: false,
+            call_only: false,
+            vary: 0,
+            on_token: None,
+        }
+    }
+
     /// The temperature and seed to decode this turn with, given the configured ones.
     pub fn decoding(&self, temperature: f32, seed: u32) -> (f32, u32) {
         if self.vary == 0 {

@@ -6,10 +6,10 @@
 # Aider's console goes to stderr.
 #
 #   AIDER=/path/to/aider ABHED_PEER_ENDPOINT=http://127.0.0.1:8090/v1 \
-#     abhed eval --peer 'bash tests/support/peer-aider.sh' --model models/X.gguf
+#     abhed eval --peer "bash $PWD/tests/support/peer-aider.sh" --model models/X.gguf
 set -uo pipefail
 aider=${AIDER:-aider}
-base=${ABHED_PEER_ENDPOINT:?set ABHED_PEER_ENDPOINT to the server's base URL, e.g. http://127.0.0.1:8090/v1}
+base=${ABHED_PEER_ENDPOINT:?set ABHED_PEER_ENDPOINT to the base URL of the server, e.g. http://127.0.0.1:8090/v1}
 meta=$(mktemp -d)
 trap 'rm -rf "$meta"' EXIT
 

@@ -66,16 +66,7 @@ impl LlamaSession<'_> {
         let t = Instant::now();
         if grammar {
             let cancel = Cancel::new();
-            let req = TurnRequest {
-                messages,
-                max_tokens: n,
-                cancel: &cancel,
-                deadline: None,
-                answer_only: false,
-                call_only: false,
-                vary: 0,
-                on_token: None,
-            };
+            let req = TurnRequest::new(messages, n, &cancel);
             let out = self.generate(&req, &|| false).map_err(|e| anyhow!("{e}"))?;
             return Ok((out.tokens, t.elapsed(), out.resamples));
         }
