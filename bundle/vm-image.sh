@@ -84,7 +84,14 @@ for applet in $("$rootfs/bin/busybox" --list); do
   [[ -e $rootfs/bin/$applet ]] || ln -s busybox "$rootfs/bin/$applet"
 done
 install -m 0755 "$work/bash/bin/bash-static" "$rootfs/bin/bash"
+# sh is bash: busybox's shell runs applets such as rm inside its own process, without an exec the
+# guest's exec check could see (guest/src/supervise.rs), so `sh -c` (system(3), popen, git,
+# sed's `e`, tar's checkpoint actions) must be a shell that execs.
+ln -sfn bash "$rootfs/bin/sh"
 install -m 0755 "$agent" "$rootfs/sbin/abhed-guest"
+# The same binary is the exec supervisor; a name of its own, so that `pidof abhed-guest` (or
+# `kill` by name) in a command reaches the agent only (guest/src/supervise.rs).
+ln "$rootfs/sbin/abhed-guest" "$rootfs/sbin/abhed-supervise"
 
 moddir="$work/kernel/lib/modules/$KERNEL_RELEASE"
 for m in $MODULES; do

@@ -7,112 +7,18 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use abhed::agent::{CallOutcome, execute};
-use abhed::approval::gate::{Answer, Approvals, Approver, NoOperator, Question};
-use abhed::config::Config;
-use abhed::model::ToolCall;
-use abhed::sandbox::{SessionSandbox, Workspace};
-use abhed::store::Store;
+use abhed::agent::CallOutcome;
+use abhed::approval::gate::NoOperator;
+use abhed::tools::ErrorCode;
 use abhed::tools::bash::MAX_COMMAND_BYTES;
-use abhed::tools::{ErrorCode, Registry, ToolContext};
-
-/// Stands in for an operator who answers yes: for the tests whose point is what the VM contains,
-/// not what the policy lets through.
-struct Yes;
-
-impl Approver for Yes {
-    fn ask(&self, _: &Question<'_>) -> Option<Answer> {
-        Some(Answer::Once)
-    }
-}
-
-struct Vm {
-    _tmp: tempfile::TempDir,
-    ws: PathBuf,
-    workspace: Workspace,
-    config: Config,
-    sandbox: SessionSandbox,
-    /// The last call's observation metadata.
-    meta: std::sync::Mutex<Value>,
-}
-
-impl Vm {
-    fn new() -> Vm {
-        Vm::with(|_| {})
-    }
-
-    fn with(adjust: impl FnOnce(&mut Config)) -> Vm {
-        Vm::in_dir(&std::env::temp_dir(), adjust)
-    }
-
-    /// With the workspace under `base` (a tmpfs, for a test that measures its disk).
-    fn in_dir(base: &Path, adjust: impl FnOnce(&mut Config)) -> Vm {
-        let tmp = tempfile::tempdir_in(base).unwrap();
-        let ws = tmp.path().join("ws");
-        std::fs::create_dir(&ws).unwrap();
-        let ws = ws.canonicalize().unwrap();
-        let workspace = Workspace::new(&ws, &[]).unwrap();
-        let mut config = Config::default();
-        // The probe belongs to `abhed doctor`; tests boot the way CI's host can.
-        config.sandbox.accel = std::env::var("ABHED_TEST_ACCEL").unwrap_or_else(|_| "tcg".into());
-        config.sandbox.boot_timeout_s = 120;
-        adjust(&mut config);
-        let sandbox = SessionSandbox::new(&config.sandbox, &workspace);
-        Vm { _tmp: tmp, ws, workspace, config, sandbox, meta: std::sync::Mutex::new(Value::Null) }
-    }
-
-    /// The VM most tests share, booted by whichever test comes first.
-    fn shared() -> &'static Vm {
-        static VM: OnceLock<Vm> = OnceLock::new();
-        VM.get_or_init(Vm::new)
-    }
-
-    fn call_with(&self, approver: Box<dyn Approver>, args: Value) -> (CallOutcome, Vec<Value>) {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(&dir.path().join("abhed.db")).unwrap();
-        let session = store.create_session(&self.ws).unwrap();
-        let (approvals, _) = Approvals::from_config(&self.config, approver).unwrap();
-        let ctx = ToolContext {
-            workspace: &self.workspace,
-            config: &self.config,
-            session: &session,
-            sandbox: &self.sandbox,
-            approvals: &approvals,
-            delegate: None,
-            output_budget: None,
-        };
-        let call = ToolCall { name: "bash".into(), arguments: args.to_string() };
-        let out = execute(&Registry::native(), &ctx, &call).unwrap();
-        let events: Vec<Value> =
-            session.events().unwrap().into_iter().map(|e| json!({"kind": e.kind, "payload": e.payload})).collect();
-        if let Some(o) = events.iter().find(|e| e["kind"] == "observation") {
-            *self.meta.lock().unwrap() = o["payload"]["meta"].clone();
-        }
-        (out, events)
-    }
-
-    fn last_meta(&self) -> Value {
-        self.meta.lock().unwrap().clone()
-    }
-
-    fn bash(&self, command: &str) -> CallOutcome {
-        self.call_with(Box::new(NoOperator), json!({"command": command, "description": "test"})).0
-    }
-
-    fn bash_yes(&self, args: Value) -> CallOutcome {
-        self.call_with(Box::new(Yes), args).0
-    }
-
-    fn path(&self, rel: &str) -> PathBuf {
-        self.ws.join(rel)
-    }
-}
+use common::vm::Vm;
 
 fn observation(events: &[Value]) -> &Value {
     &events.iter().find(|e| e["kind"] == "observation").unwrap()["payload"]
@@ -629,4 +535,90 @@ fn host_toolchains_are_visible_read_only_with_their_bin_on_path() {
         let out = vm.bash("cc --version >/dev/null && echo cc-works");
         assert_eq!(out.text(), "cc-works\nExit code: 0");
     }
+}
+
+/// Issue 17: every program a command executes is checked in the guest, on the argv the kernel
+/// copied, whatever the command line looks like. Each of these got past the static check in the
+/// attack pass (or would have, in ask mode with `echo*` allowed) and deleted the canary; here the
+/// canary survives every one, and each refusal is in the observation.
+#[test]
+fn the_exec_check_refuses_what_the_command_line_hides() {
+    let vm = Vm::shared();
+    let cases = [
+        "r\\\nm -rf C",
+        "x='$(rm -rf C)'; echo ${x@P}",
+        "x='a[$(rm -rf C)]'; echo $((x))",
+        "PS4='$(rm -rf C) '; set -x; :",
+        "printf -v 'a[$(rm -rf C)]' x",
+        "mapfile -C 'rm -rf C #' -c 1 <<< x",
+        "bash -s <<< 'rm -rf C'",
+        "echo -rf | xargs rm C",
+        "env -S'rm -rf C'",
+        "cp /usr/bin/rm k && ./k -rf C",
+        "rm --recurs --forc C",
+        "find . -maxdepth 1 -name C -exec rm -rf {} +",
+    ];
+    let root = vm.path("exec-check");
+    let mut by_exec = 0;
+    for case in cases {
+        std::fs::create_dir_all(root.join("C/sub")).unwrap();
+        std::fs::write(root.join("C/sub/f"), "keep").unwrap();
+        let out = vm.bash(&format!("cd {} && {case}", root.display()));
+        let text = out.text();
+        assert!(root.join("C/sub/f").exists(), "{case:?} deleted the canary:\n{text}");
+        // Refused by the first look (an approval error, nothing ran), or it ran and the exec
+        // check refused the program inside it.
+        if out.ok() {
+            let meta = vm.last_meta();
+            assert!(
+                meta["exec_denied"].as_array().is_some_and(|d| !d.is_empty()),
+                "{case:?}: ran, no exec refused\n{text}"
+            );
+            assert!(text.contains("was refused when it was about to run"), "{case:?}: {text}");
+            assert!(text.contains("Note: the approval policy refused"), "{case:?}: {text}");
+            by_exec += 1;
+        }
+    }
+    // Most of these are invisible to the first look: the exec check is what stopped them. (The
+    // first look reads the destructive list through the guest's normaliser, so it refuses a few
+    // itself, `rm --recurs --forc` among them; 8 were left to the exec check on 2026-12-06.)
+    assert!(by_exec >= 8, "only {by_exec} of {} were stopped at exec time", cases.len());
+    // A git alias is expanded inside git, with no exec of its own: the normaliser reads it from
+    // `-c`, the environment and the config files. A tracked, changed canary keeps its change.
+    let repo = vm.path("exec-git");
+    std::fs::create_dir_all(&repo).unwrap();
+    std::fs::write(repo.join("f"), "committed").unwrap();
+    let setup = format!(
+        "cd {} && git init -q . && git add f && git -c user.name=t -c user.email=t@t commit -qm one && echo changed > f",
+        repo.display()
+    );
+    assert!(vm.bash_yes(json!({"command": setup, "description": "test"})).ok());
+    for case in [
+        "git -c alias.nuke='reset --hard' nuke",
+        "git config alias.zap 'reset --hard' && git zap",
+        "GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=alias.z GIT_CONFIG_VALUE_0='reset --hard' git z",
+        "git reset --har",
+    ] {
+        let text = vm.bash(&format!("cd {} && {case}", repo.display())).text();
+        assert_eq!(std::fs::read_to_string(repo.join("f")).unwrap(), "changed\n", "{case:?}:\n{text}");
+        assert!(text.contains("`git reset --hard` was refused"), "{case:?}: {text}");
+    }
+}
+
+/// The exec check asks nothing of the commands an agent runs all day.
+#[test]
+fn the_exec_check_leaves_common_commands_alone() {
+    let vm = Vm::shared();
+    let root = vm.path("exec-common");
+    std::fs::create_dir_all(root.join("build")).unwrap();
+    std::fs::write(root.join("build/o"), "x").unwrap();
+    let command = format!(
+        "cd {} && git init -q . && git status --short && pwd && ls | wc -l && python3 -c 'print(6*7)' && rm -r build && echo fine",
+        root.display()
+    );
+    let out = vm.bash(&command);
+    let text = out.text();
+    assert!(out.ok() && text.contains("42\n") && text.contains("fine\n"), "{text}");
+    assert_eq!(vm.last_meta()["exec_denied"], json!([]), "{text}");
+    assert!(!root.join("build").exists());
 }

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The sandbox benchmarks of docs/BENCHMARKS.md, side by side in one run: microVM boot to a first
 # command, and the round trip of `true` and `echo hi` in a running VM, against host
-# `bash -c true`. Under KVM too where a timed boot probe says KVM works; TCG always.
+# `bash -c true`; and the exec check's cost, `true` and a make of 1,000 execs with and without
+# the guest's supervisor (needs make on the host: the guest runs the host's /usr). Under KVM too
+# where a timed boot probe says KVM works; TCG always.
 #   bash docs/benchmarks/sandbox.sh            # BOOTS=5 CALLS=100 by default
 set -euo pipefail
 cd "$(dirname "$0")/../.."

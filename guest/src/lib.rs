@@ -9,11 +9,14 @@ use std::io::{self, Read, Write};
 
 use serde::{Deserialize, Serialize};
 
+pub mod policy;
+pub mod supervise;
+
 /// The name of the virtio-serial port both sides look for.
 pub const PORT_NAME: &str = "abhed.0";
 
 /// Bumped whenever a message changes shape; the host refuses a guest that speaks another.
-pub const PROTOCOL_VERSION: u32 = 3;
+pub const PROTOCOL_VERSION: u32 = 4;
 
 /// A frame larger than this is a protocol error, not a message (a stray write on the port).
 pub const MAX_FRAME: usize = 16 * 1024 * 1024;
@@ -56,10 +59,11 @@ pub enum Request {
     /// Mount the shares, and set the PATH every command gets; sent once, right after `Ready`.
     Setup { shares: Vec<Share>, path: String },
     /// Run `command` in a fresh shell in `cwd`, wait for it (at most `timeout_ms`), and report.
-    Exec { id: u64, command: String, cwd: String, fallback_cwd: String, timeout_ms: u64 },
+    /// Every program it executes is checked against `policy` first ([`supervise`]).
+    Exec { id: u64, command: String, cwd: String, fallback_cwd: String, timeout_ms: u64, policy: policy::ExecPolicy },
     /// Start `command` detached as job `job` (see [`valid_job_id`]), its output going to a log
-    /// file; report its handle at once.
-    Spawn { id: u64, job: String, command: String, cwd: String, fallback_cwd: String },
+    /// file; report its handle at once. Its execs are checked as [`Request::Exec`]'s are.
+    Spawn { id: u64, job: String, command: String, cwd: String, fallback_cwd: String, policy: policy::ExecPolicy },
     /// Kill the command running now and every background job, with `reason` written to each
     /// job's log. It may arrive while an `Exec` runs (whose reply then says `stopped`) or between
     /// requests; it has no reply of its own. The host's disk watchdog sends it.
@@ -105,6 +109,9 @@ pub struct ExecResult {
     pub duration_ms: u64,
     /// The command was killed because the host sent [`Request::Stop`].
     pub stopped: bool,
+    /// Programs the command started that the exec check refused, in order.
+    #[serde(default)]
+    pub denied: Vec<policy::Denial>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -277,6 +284,7 @@ mod tests {
                 cwd: "/w".into(),
                 fallback_cwd: "/w".into(),
                 timeout_ms: 5,
+                policy: policy::ExecPolicy::default(),
             },
         )
         .unwrap();

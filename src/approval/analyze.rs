@@ -2,6 +2,7 @@
 //! and per wrapper layer, each with what was found about it. The policy then decides per unit.
 
 use super::destructive::{self, Destructive, basename};
+use super::evaluated;
 use super::interactive;
 use super::parse::{self, Redirect, SimpleCommand, Stdin, Word};
 use super::wrappers::{self, Unwrap};
@@ -20,6 +21,9 @@ pub(crate) enum Finding {
     Dynamic(String),
     /// The text could not be parsed; the detail says where.
     Unparsed(String),
+    /// Completes "`CMD` ...": the shell builds code from a string while it runs
+    /// ([`super::evaluated`]); never allowed by an allow rule, asked in the mode "ask".
+    Evaluated(&'static str),
 }
 
 /// One command the policy has to judge.
@@ -37,6 +41,9 @@ pub(crate) struct Unit {
     pub interactive: Option<String>,
     /// Absolute paths this command writes through redirections, for the path rules.
     pub write_targets: Vec<String>,
+    /// A construct inside a command (`${x@P}`), not a command: judged, never listed among the
+    /// commands (an operator's confirmation covers commands, not constructs).
+    pub construct: bool,
 }
 
 impl Unit {
@@ -47,7 +54,15 @@ impl Unit {
             alt.extend(words[1..].iter().map(|w| w.text.clone()));
             alt.join(" ")
         });
-        Unit { text, alt_text, full, findings: Vec::new(), interactive: None, write_targets: Vec::new() }
+        Unit {
+            text,
+            alt_text,
+            full,
+            findings: Vec::new(),
+            interactive: None,
+            write_targets: Vec::new(),
+            construct: false,
+        }
     }
 }
 
@@ -69,6 +84,24 @@ fn analyze_source(source: &str, depth: usize, out: &mut Vec<Unit>) {
         unit.findings.push(Finding::Unparsed(detail));
         out.push(unit);
     }
+    for construct in script.evaluated {
+        let mut unit = Unit::new(&[Word::literal(&construct.text)], false);
+        unit.construct = true;
+        unit.findings.push(Finding::Evaluated(construct.what));
+        out.push(unit);
+    }
+    if let Some(cycle) = call_cycle(&script.commands) {
+        let mut unit = Unit::new(&[Word::literal(&cycle.join(" "))], false);
+        unit.construct = true;
+        unit.findings.push(Finding::Destructive(Destructive {
+            why: format!(
+                "defines functions that call each other in a circle (`{}`), which can fork without limit (a fork bomb)",
+                cycle.join("` → `")
+            ),
+            instead: "Do not define functions that call each other without an end; ask the operator to run it if it is intended.",
+        }));
+        out.push(unit);
+    }
     for cmd in script.commands {
         command(cmd, depth, out);
     }
@@ -77,6 +110,50 @@ fn analyze_source(source: &str, depth: usize, out: &mut Vec<Unit>) {
         redirect_findings(&redirect, &mut unit);
         out.push(unit);
     }
+}
+
+/// Functions that call each other in a circle (`a(){ b|b& }; b(){ a|a& }`), as the circle's
+/// names (`a b a`); a function calling itself is caught per command (see [`expand`]).
+fn call_cycle(commands: &[SimpleCommand]) -> Option<Vec<String>> {
+    use std::collections::BTreeMap;
+    let mut calls: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    for cmd in commands {
+        if let (Some(caller), Some(name)) = (cmd.functions.last(), cmd.words.first())
+            && !name.dynamic
+            && name.text != *caller
+        {
+            calls.entry(caller.as_str()).or_default().push(name.text.as_str());
+        }
+    }
+    // From each function, a breadth-first walk over the calls between defined functions (each
+    // function visited once: linear per start, however the calls are wired); reaching the start
+    // again is a circle, read back through the parents.
+    for &start in calls.keys() {
+        let mut parent: BTreeMap<&str, &str> = BTreeMap::new();
+        let mut queue = std::collections::VecDeque::from([start]);
+        while let Some(at) = queue.pop_front() {
+            for &next in calls.get(at).into_iter().flatten() {
+                if next == start {
+                    let mut chain = Vec::new();
+                    let mut back = at;
+                    while back != start {
+                        chain.push(back.to_string());
+                        back = parent.get(back).copied().unwrap_or(start);
+                    }
+                    chain.reverse();
+                    let mut cycle = vec![start.to_string()];
+                    cycle.extend(chain);
+                    cycle.push(start.to_string());
+                    return Some(cycle);
+                }
+                if calls.contains_key(next) && !parent.contains_key(next) {
+                    parent.insert(next, at);
+                    queue.push_back(next);
+                }
+            }
+        }
+    }
+    None
 }
 
 fn redirect_findings(redirect: &Redirect, unit: &mut Unit) {
@@ -143,6 +220,9 @@ fn expand(layer: Layer, depth: usize, out: &mut Vec<Unit>) {
     }
     if let Some(d) = destructive::check(&layer.words) {
         unit.findings.push(Finding::Destructive(d));
+    }
+    if let Some(what) = evaluated::builtin(&layer.words) {
+        unit.findings.push(Finding::Evaluated(what));
     }
     if let Some(part) = destructive::dynamic_option(&layer.words) {
         unit.findings.push(Finding::Dynamic(format!(

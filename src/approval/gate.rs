@@ -109,6 +109,13 @@ impl Approvals {
         }
     }
 
+    fn exec_policy(&self, verdict: &Verdict, confirmed: bool) -> abhed_guest::policy::ExecPolicy {
+        match self.policy.lock() {
+            Ok(p) => p.exec_policy(verdict, confirmed),
+            Err(p) => p.into_inner().exec_policy(verdict, confirmed),
+        }
+    }
+
     fn remember(&self, command: &str) {
         if let Ok(mut p) = self.policy.lock() {
             p.remember(command);
@@ -116,8 +123,12 @@ impl Approvals {
     }
 }
 
-/// Check a bash command line. `Ok` means run it.
-pub fn command(ctx: &ToolContext<'_>, description: &str, command: &str) -> Result<(), ToolFailure> {
+/// Check a bash command line. `Ok` means run it, with the rules its execs are held to.
+pub fn command(
+    ctx: &ToolContext<'_>,
+    description: &str,
+    command: &str,
+) -> Result<abhed_guest::policy::ExecPolicy, ToolFailure> {
     let verdict = ctx.approvals.check_command(command);
     if let Some(guidance) = &verdict.interactive {
         record(ctx, "bash", command, &verdict, "rejected", "interactive", None)?;
@@ -129,7 +140,9 @@ pub fn command(ctx: &ToolContext<'_>, description: &str, command: &str) -> Resul
         )
         .into());
     }
-    decide(ctx, "bash", description, command, &verdict, true)
+    let by_operator = decide(ctx, "bash", description, command, &verdict, true)?;
+    let remembered = verdict.reasons.iter().any(|r| r.kind == ReasonKind::Remembered);
+    Ok(ctx.approvals.exec_policy(&verdict, by_operator || remembered))
 }
 
 /// Check a write or edit of a path, as the model named it (`shown`) and with its symlinks
@@ -172,7 +185,7 @@ pub fn path(ctx: &ToolContext<'_>, tool: &str, shown: &Path, real: &Path) -> Res
     }
     let shown = shown.display().to_string();
     let description = format!("{tool} {shown}");
-    decide(ctx, tool, &description, &shown, &verdict, false)
+    decide(ctx, tool, &description, &shown, &verdict, false).map(|_| ())
 }
 
 fn decide(
@@ -182,9 +195,9 @@ fn decide(
     subject: &str,
     verdict: &Verdict,
     may_remember: bool,
-) -> Result<(), ToolFailure> {
+) -> Result<bool, ToolFailure> {
     match verdict.decision {
-        Decision::Allow => record(ctx, tool, subject, verdict, "allowed", "policy", None),
+        Decision::Allow => record(ctx, tool, subject, verdict, "allowed", "policy", None).map(|_| false),
         Decision::Deny => {
             record(ctx, tool, subject, verdict, "denied", "policy", None)?;
             Err(denied(tool, subject, verdict, "The approval policy denies it").into())
@@ -203,7 +216,7 @@ fn decide(
                     if answer == Answer::Always && q.offer_always {
                         ctx.approvals.remember(subject);
                     }
-                    record(ctx, tool, subject, verdict, "allowed", "operator", Some(answer))
+                    record(ctx, tool, subject, verdict, "allowed", "operator", Some(answer)).map(|_| true)
                 }
                 Some(Answer::Deny) => {
                     record(ctx, tool, subject, verdict, "denied", "operator", Some(Answer::Deny))?;

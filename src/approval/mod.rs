@@ -8,14 +8,18 @@
 //! 2. an ask rule matches → [`Decision::Ask`];
 //! 3. it is destructive (`rm -rf`, `git push --force`, `mkfs`, ...) → Ask, whatever the allow rules say;
 //! 4. it cannot be known before it runs (`$CMD x`, `eval "$X"`, unparsable text) → Ask;
-//! 5. an allow rule matches → Allow;
-//! 6. the mode decides: `auto` → Allow, `ask` → Ask.
+//! 5. the shell builds code from strings as it runs (`${x@P}`, `$((x))`, `PS4=`, `printf -v`,
+//!    `source`): in the mode `ask` → Ask; never allowed by an allow rule; in `auto` it runs, and
+//!    the guest's exec check decides on every program it executes;
+//! 6. an allow rule matches → Allow;
+//! 7. the mode decides: `auto` → Allow, `ask` → Ask.
 //!
 //! The command line gets the most restrictive decision of its commands. Commands that need a terminal
 //! (editors, pagers, REPLs) are reported separately in [`Verdict::interactive`].
 
 mod analyze;
 mod destructive;
+mod evaluated;
 pub mod gate;
 mod interactive;
 mod parse;
@@ -57,6 +61,9 @@ pub enum ReasonKind {
     Unparsed,
     /// Part of the command is only known when it runs.
     Dynamic,
+    /// The shell builds code from a string while the command runs (`${x@P}`, `$((x))`), and the
+    /// mode is `ask`.
+    Evaluated,
     /// No rule matched and the mode is `ask`.
     ModeAsk,
     /// No rule matched and the mode is `auto`.
@@ -154,9 +161,38 @@ impl Policy {
                 guidance.push(g.clone());
             }
         }
-        let commands = units.into_iter().map(|u| u.text).collect();
+        let commands = units.into_iter().filter(|u| !u.construct).map(|u| u.text).collect();
         let interactive = if guidance.is_empty() { None } else { Some(guidance.join("\n")) };
         Verdict::from_reasons(reasons, commands, interactive)
+    }
+
+    /// The rules the guest applies to every program a command executes (`abhed_guest::policy`):
+    /// the deny and ask patterns, and, when the operator confirmed this command line
+    /// (`confirmed`), its commands as patterns (what is filled in at run time — a word with `$`,
+    /// a substitution, find's `{}` — as `*`), so that what was confirmed runs and nothing else
+    /// that needs confirmation does.
+    pub fn exec_policy(&self, verdict: &Verdict, confirmed: bool) -> abhed_guest::policy::ExecPolicy {
+        let patterns = |rules: &[policy::CommandRule]| rules.iter().map(|r| r.pattern.clone()).collect();
+        let approved = if confirmed {
+            verdict
+                .commands
+                .iter()
+                .map(|c| {
+                    let words: Vec<&str> =
+                        c.split_whitespace().map(|w| if w.contains(['$', '`', '(', '{']) { "*" } else { w }).collect();
+                    words.join(" ")
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        abhed_guest::policy::ExecPolicy {
+            deny: patterns(&self.rules.deny),
+            ask: patterns(&self.rules.ask),
+            approved,
+            own: false,
+            unchecked: false,
+        }
     }
 
     /// Checks a write to `path` (meant to be absolute; `.` and `..` are resolved lexically, links are not).
@@ -247,7 +283,13 @@ impl Policy {
                         );
                         return reason(ReasonKind::Unparsed, Decision::Ask, message);
                     }
-                    Finding::Destructive(_) => {}
+                    Finding::Evaluated(what) if self.rules.mode == policy::Mode::Ask => {
+                        let message = format!(
+                            "`{cmd}` {what}, so what the command runs cannot be checked in advance, and the approval mode is \"ask\": {NO_OPERATOR} Write it without that construct (plain commands with literal arguments), or ask the operator to run it."
+                        );
+                        return reason(ReasonKind::Evaluated, Decision::Ask, message);
+                    }
+                    Finding::Destructive(_) | Finding::Evaluated(_) => {}
                 }
             }
         }

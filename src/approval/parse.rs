@@ -78,6 +78,8 @@ pub(crate) struct Script {
     pub loose_redirects: Vec<(String, Redirect)>,
     /// Set when the text is not valid shell (tree-sitter ERROR or MISSING nodes, or too deep).
     pub error: Option<String>,
+    /// Code the shell builds from strings while it runs (`${x@P}`, `$((x))`, `PS4=`).
+    pub evaluated: Vec<super::evaluated::Construct>,
 }
 
 /// Parses `src` and collects its simple commands. Never fails: problems end up in `Script::error`.
@@ -95,6 +97,7 @@ pub(crate) fn parse(src: &str) -> Script {
         walker.out.error = Some(describe_error(root, src.as_bytes()));
     }
     walker.walk(root, &Ctx::default());
+    walker.out.evaluated = super::evaluated::constructs(root, src.as_bytes());
     walker.out
 }
 

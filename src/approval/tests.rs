@@ -538,3 +538,60 @@ fn messages_are_deterministic() {
         "`eval $X` runs shell code that is only known when it runs (`$X`), so it cannot be checked in advance; it needs an operator's confirmation, and no operator can confirm in this run. Write the command out literally, without variables or substitutions in that place."
     );
 }
+
+/// Issue 17 item 3: in the mode "ask" with only `echo*` allowed, `echo ${x@P}` and
+/// `echo $((x))` ran whatever the string held. A line in which the shell builds code from a
+/// string is never allowed by an allow rule; in "ask" it asks, in "auto" it runs and the guest's
+/// exec check decides on what it executes.
+#[test]
+fn code_built_from_strings_is_never_allowed_by_an_allow_rule() {
+    let ask = policy("mode = \"ask\"\nallow = [\"echo*\", \"x=*\", \"printf*\", \"source*\", \"set*\", \":\"]\n");
+    let auto = policy("mode = \"auto\"\nallow = [\"echo*\"]\n");
+    for cmd in [
+        "x='$(rm -rf C)'; echo ${x@P}",
+        "x='a[$(rm -rf C)]'; echo $((x))",
+        "PS4='$(rm -rf C) '; set -x; :",
+        "printf -v 'a[$(rm -rf C)]' x",
+        "echo ${a[$i]}",
+        "source ./env.sh",
+    ] {
+        let v = ask.check_command(cmd);
+        assert_eq!(v.decision, Decision::Ask, "{cmd}: {v:#?}");
+        let r = v.reasons.iter().find(|r| r.kind == ReasonKind::Evaluated).unwrap_or_else(|| panic!("{cmd}: {v:#?}"));
+        assert!(r.message.contains("cannot be checked in advance, and the approval mode is \"ask\""), "{}", r.message);
+        assert_eq!(auto.check_command(cmd).decision, Decision::Allow, "{cmd}");
+    }
+    // The constructs are not commands: an operator's confirmation covers the line's commands,
+    // and the exec check's approvals are made from those only.
+    let v = ask.check_command("x='$(rm -rf C)'; echo ${x@P}");
+    assert!(v.commands.iter().all(|c| !c.contains("@P}") || c.starts_with("echo")), "{:?}", v.commands);
+    // Plain lines are unchanged in both modes.
+    for cmd in ["echo $((1 + 2))", "echo hello", "echo \"${files[@]}\""] {
+        assert_eq!(ask.check_command(cmd).decision, Decision::Allow, "{cmd}");
+    }
+}
+
+/// Issue 17: a fork bomb of two functions that call each other passed the first look (only a
+/// function calling itself was caught).
+#[test]
+fn functions_calling_each_other_in_a_circle_are_a_fork_bomb() {
+    destructive("a(){ b|b& }; b(){ a|a& }; a");
+    destructive("x(){ y; }; y(){ z & }; z(){ x | x & }; x");
+    for ok in ["a(){ echo a; }; b(){ a; a; }; b", "f(){ g; }; g(){ echo; }; f"] {
+        assert_eq!(decision(ok), Decision::Allow, "{ok}");
+    }
+}
+
+#[test]
+fn a_circle_of_calls_is_named_in_order() {
+    let v = guarded().check_command("x(){ y; }; y(){ z & }; z(){ x | x & }; x");
+    let r = v.reasons.iter().find(|r| r.kind == ReasonKind::Destructive).unwrap();
+    assert!(r.message.contains("(`x` → `y` → `z` → `x`)"), "{}", r.message);
+    // Many functions all calling each other: found at once, not by trying every path.
+    let names: Vec<String> = (0..200).map(|i| format!("f{i}")).collect();
+    let mut src = String::new();
+    for n in &names {
+        src.push_str(&format!("{n}(){{ {}; }}; ", names.join("; ")));
+    }
+    assert_eq!(guarded().check_command(&src).decision, Decision::Ask);
+}

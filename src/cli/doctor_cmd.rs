@@ -148,7 +148,7 @@ pub fn run(a: DoctorArgs) -> Result<u8, Failure> {
         let start = Instant::now();
         match MicroVm::boot(img, &spec) {
             Ok(mut vm) => {
-                let probe = vm.exec(1, NET_PROBE, &ws, &ws, 30_000);
+                let probe = vm.exec(1, NET_PROBE, &ws, &ws, 30_000, &Default::default());
                 let (ok, detail) = match probe {
                     Ok(r) if r.exit_code == Some(0) => {
                         let out = format!("{}{}", r.output.head, r.output.tail);

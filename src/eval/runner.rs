@@ -240,7 +240,7 @@ pub fn lay_out(suite: &Suite, task: &Task, ws: &Path) -> Result<()> {
 pub fn script(sandbox: &SessionSandbox, root: &Path, text: &str) -> Result<(bool, String)> {
     sandbox.set_cwd(root.to_path_buf());
     let ran = sandbox
-        .exec(text, SCRIPT_TIMEOUT_MS)
+        .exec(text, SCRIPT_TIMEOUT_MS, &abhed_guest::policy::ExecPolicy::own())
         .map_err(|e| anyhow::anyhow!("the microVM could not run a script: {e}"))?;
     let r = ran.reply;
     let out = format!("{}{}", r.output.head, r.output.tail);

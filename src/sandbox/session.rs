@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::Duration;
 
+use abhed_guest::policy::ExecPolicy;
 use abhed_guest::{ExecResult, SpawnResult};
 use serde::{Deserialize, Serialize};
 
@@ -114,15 +115,18 @@ impl SessionSandbox {
 
     /// Run `command` in a fresh shell in the session's working directory, and move the working
     /// directory to where the shell ended.
-    pub fn exec(&self, command: &str, timeout_ms: u64) -> Result<Ran<ExecResult>, SandboxError> {
-        self.on_vm(|vm, id, cwd, home| vm.exec(id, command, cwd, home, timeout_ms), |r| (r.cwd_reset, r.cwd.as_deref()))
+    pub fn exec(&self, command: &str, timeout_ms: u64, policy: &ExecPolicy) -> Result<Ran<ExecResult>, SandboxError> {
+        self.on_vm(
+            |vm, id, cwd, home| vm.exec(id, command, cwd, home, timeout_ms, policy),
+            |r| (r.cwd_reset, r.cwd.as_deref()),
+        )
     }
 
     /// Start `command` detached in the session's working directory, as a job with a fresh id
     /// (one no other VM of this session has used, so its handle cannot name another job).
-    pub fn spawn(&self, command: &str) -> Result<Ran<SpawnResult>, SandboxError> {
+    pub fn spawn(&self, command: &str, policy: &ExecPolicy) -> Result<Ran<SpawnResult>, SandboxError> {
         let job = job_id();
-        self.on_vm(|vm, id, cwd, home| vm.spawn(id, &job, command, cwd, home), |r| (r.cwd_reset, None))
+        self.on_vm(|vm, id, cwd, home| vm.spawn(id, &job, command, cwd, home, policy), |r| (r.cwd_reset, None))
     }
 
     /// One request to the session's VM (booted first if need be) with the next id and the

@@ -11,6 +11,7 @@ use std::process::{Child, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use abhed_guest::policy::ExecPolicy;
 use abhed_guest::{ExecResult, PROTOCOL_VERSION, Request, Response, Share, SpawnResult, read_frame, write_frame};
 
 use super::Qemu;
@@ -374,8 +375,8 @@ impl MicroVm {
         self.boot_ms
     }
 
-    /// Run one command and wait for it. The guest enforces `timeout_ms`; the host waits a while
-    /// longer before it calls the VM dead.
+    /// Run one command and wait for it. The guest enforces `timeout_ms`, and `policy` on every
+    /// program the command executes; the host waits a while longer before it calls the VM dead.
     pub fn exec(
         &mut self,
         id: u64,
@@ -383,6 +384,7 @@ impl MicroVm {
         cwd: &Path,
         fallback: &Path,
         timeout_ms: u64,
+        policy: &ExecPolicy,
     ) -> Result<ExecResult, VmError> {
         self.call_starts();
         self.send(&Request::Exec {
@@ -391,6 +393,7 @@ impl MicroVm {
             cwd: cwd.to_string_lossy().into_owned(),
             fallback_cwd: fallback.to_string_lossy().into_owned(),
             timeout_ms,
+            policy: policy.clone(),
         })?;
         let reply = self.recv(Duration::from_millis(timeout_ms) + Duration::from_secs(20));
         self.call_ends();
@@ -409,6 +412,7 @@ impl MicroVm {
         command: &str,
         cwd: &Path,
         fallback: &Path,
+        policy: &ExecPolicy,
     ) -> Result<SpawnResult, VmError> {
         self.call_starts();
         self.send(&Request::Spawn {
@@ -417,6 +421,7 @@ impl MicroVm {
             command: command.to_string(),
             cwd: cwd.to_string_lossy().into_owned(),
             fallback_cwd: fallback.to_string_lossy().into_owned(),
+            policy: policy.clone(),
         })?;
         let reply = self.recv(Duration::from_secs(30));
         self.call_ends();

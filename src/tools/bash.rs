@@ -11,6 +11,8 @@ use std::path::PathBuf;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use abhed_guest::policy::ExecPolicy;
+
 use super::{ErrorCode, Tool, ToolContext, ToolError, ToolFailure, ToolOutput, ToolResult, parse_args};
 use crate::approval::gate;
 use crate::sandbox::vm::VmError;
@@ -118,13 +120,17 @@ impl Tool for Bash {
             )
             .into());
         }
-        gate::command(ctx, &args.description, &args.command)?;
-        if args.background { background(ctx, &args.command) } else { foreground(ctx, &args.command, timeout_ms) }
+        let policy = gate::command(ctx, &args.description, &args.command)?;
+        if args.background {
+            background(ctx, &args.command, &policy)
+        } else {
+            foreground(ctx, &args.command, timeout_ms, &policy)
+        }
     }
 }
 
-fn foreground(ctx: &ToolContext<'_>, command: &str, timeout_ms: u64) -> ToolResult {
-    let ran = ctx.sandbox.exec(command, timeout_ms).map_err(sandbox_error)?;
+fn foreground(ctx: &ToolContext<'_>, command: &str, timeout_ms: u64, policy: &ExecPolicy) -> ToolResult {
+    let ran = ctx.sandbox.exec(command, timeout_ms, policy).map_err(sandbox_error)?;
     let (r, cwd_before) = (&ran.reply, &ran.cwd);
     let shown = Shown::of(&r.output);
     // Less than the cap when the context window has less room (the loop says how much).
@@ -151,6 +157,14 @@ fn foreground(ctx: &ToolContext<'_>, command: &str, timeout_ms: u64) -> ToolResu
         text.push_str(&format!(
             "Note: the working directory {} no longer exists, so the command ran in the workspace root.\n",
             cwd_before.display()
+        ));
+    }
+    if !r.denied.is_empty() {
+        let names: Vec<String> = r.denied.iter().map(|d| format!("`{}`", d.command)).collect();
+        text.push_str(&format!(
+            "Note: the approval policy refused {} before {} ran (the [abhed: …] lines above say why and what to do instead); nothing else of the command was held back.\n",
+            names.join(", "),
+            if names.len() == 1 { "it" } else { "they" }
         ));
     }
     if r.stopped || ran.disk.during.is_some() {
@@ -181,6 +195,7 @@ fn foreground(ctx: &ToolContext<'_>, command: &str, timeout_ms: u64) -> ToolResu
         "cwd": cwd_before,
         "cwd_after": cwd_after,
         "duration_ms": r.duration_ms,
+        "exec_denied": r.denied,
     });
     // Whatever the command did to the workspace is not known here: say it may have changed files.
     let fell_short = r.exit_code != Some(0);
@@ -200,8 +215,8 @@ fn disk_stop_text(trip: Option<&DiskTrip>, stopped: bool) -> String {
     )
 }
 
-fn background(ctx: &ToolContext<'_>, command: &str) -> ToolResult {
-    let ran = ctx.sandbox.spawn(command).map_err(sandbox_error)?;
+fn background(ctx: &ToolContext<'_>, command: &str, policy: &ExecPolicy) -> ToolResult {
+    let ran = ctx.sandbox.spawn(command, policy).map_err(sandbox_error)?;
     let (r, cwd) = (&ran.reply, &ran.cwd);
     let lifetime = match ctx.sandbox.lifetime() {
         VmLifetime::Run => {

@@ -5,6 +5,7 @@
 
 pub mod cli;
 pub mod scripted;
+pub mod vm;
 
 use std::path::PathBuf;
 

@@ -8,7 +8,8 @@
 //! so a foreground call never leaves processes behind; `Spawn` is the way to keep one running.
 //!
 //! The same binary is `abhed-job` (by its name), the command the model uses on a background job:
-//! `abhed-job kill ID`, `abhed-job status ID`, `abhed-job list`.
+//! `abhed-job kill ID`, `abhed-job status ID`, `abhed-job list`; and `abhed-supervise`, which
+//! runs one command's shell and checks every exec in it (`abhed_guest::supervise`).
 
 use std::collections::VecDeque;
 use std::ffi::CString;
@@ -20,6 +21,8 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
+use abhed_guest::policy::{Denial, ExecPolicy};
+use abhed_guest::supervise::{self, Report, SUPERVISE_NAME};
 use abhed_guest::{
     ExecResult, HeadTail, JOBS_DIR, MAX_COMMAND_BYTES, PORT_NAME, PROTOCOL_VERSION, Request, Response, Share,
     SpawnResult, read_frame, valid_job_id, write_frame,
@@ -38,6 +41,10 @@ fn main() {
     if Path::new(&name).file_name().is_some_and(|n| n == "abhed-job") {
         std::process::exit(job_cli(std::env::args().skip(1).collect()));
     }
+    if Path::new(&name).file_name().is_some_and(|n| n == abhed_guest::supervise::SUPERVISE_NAME) {
+        let args: Vec<String> = std::env::args().skip(1).collect();
+        std::process::exit(abhed_guest::supervise::main(&args));
+    }
     if let Err(e) = serve() {
         // The console is the serial log the host keeps for a crash report.
         eprintln!("abhed-guest: {e}");
@@ -54,6 +61,7 @@ enum Event {
 }
 
 fn serve() -> io::Result<()> {
+    supervise::set_not_dumpable()?;
     let port = find_port()?;
     let mut rx = OpenOptions::new().read(true).write(true).open(&port)?;
     let mut tx = rx.try_clone()?;
@@ -133,8 +141,8 @@ fn serve() -> io::Result<()> {
                 }
                 Response::SetupDone { shell: agent.shell.clone(), errors }
             }
-            Request::Exec { id, command, cwd, fallback_cwd, timeout_ms } => {
-                match agent.exec(id, &command, &cwd, &fallback_cwd, timeout_ms) {
+            Request::Exec { id, command, cwd, fallback_cwd, timeout_ms, policy } => {
+                match agent.exec(id, &command, &cwd, &fallback_cwd, timeout_ms, &policy) {
                     Ok(Ok(r)) => Response::Exec(r),
                     Ok(Err(closed)) => {
                         agent.stop_jobs(&closed);
@@ -143,8 +151,8 @@ fn serve() -> io::Result<()> {
                     Err(e) => Response::Failed { id, message: format!("could not start the shell: {e}") },
                 }
             }
-            Request::Spawn { id, job, command, cwd, fallback_cwd } => {
-                match agent.spawn(id, &job, &command, &cwd, &fallback_cwd) {
+            Request::Spawn { id, job, command, cwd, fallback_cwd, policy } => {
+                match agent.spawn(id, &job, &command, &cwd, &fallback_cwd, &policy) {
                     Ok(r) => Response::Spawned(r),
                     Err(e) => Response::Failed { id, message: format!("could not start the job: {e}") },
                 }
@@ -201,6 +209,7 @@ impl Agent {
         cwd: &str,
         fallback: &str,
         timeout_ms: u64,
+        policy: &ExecPolicy,
     ) -> io::Result<Result<ExecResult, String>> {
         let start = Instant::now();
         let (cwd, cwd_reset) = pick_cwd(cwd, fallback);
@@ -216,7 +225,16 @@ impl Agent {
             quote(&script_file)
         );
         let (reader, writer) = io::pipe()?;
-        let mut cmd = shell_command(&self.shell, &self.path, &script);
+        // The supervisor's refusals come back on its stdin (a pipe it writes to).
+        let (mut reports, report_tx) = io::pipe()?;
+        let mut cmd = supervised(&self.shell, &self.path, &script, supervise::Mode::Exec, policy)?;
+        if policy.unchecked {
+            cmd.stdin(Stdio::null());
+            // No supervisor writes reports: their reader sees the end at once.
+            drop(report_tx);
+        } else {
+            cmd.stdin(report_tx);
+        }
         cmd.stdout(writer.try_clone()?).stderr(writer);
         let spawned = cmd.spawn();
         // Our copies of the write end are gone with `cmd`: EOF comes when the group's are.
@@ -230,6 +248,13 @@ impl Agent {
         };
         let pgid = child.id() as i32;
 
+        let (denied_tx, denied_rx) = mpsc::channel::<Vec<Denial>>();
+        std::thread::spawn(move || {
+            let mut text = String::new();
+            let _ = reports.read_to_string(&mut text);
+            let list = text.lines().filter_map(|l| serde_json::from_str::<Report>(l).ok());
+            let _ = denied_tx.send(list.map(|Report::Denied { denial, .. }| denial).collect());
+        });
         let capture = Arc::new(Mutex::new(HeadTail::default()));
         let (eof_tx, eof_rx) = mpsc::channel();
         {
@@ -289,6 +314,8 @@ impl Agent {
         // A process that left the group (setsid) may still hold the pipe: don't wait for it long.
         let _ = eof_rx.recv_timeout(Duration::from_millis(500));
         let output = capture.lock().map(|c| c.finish()).unwrap_or_default();
+        // The report pipe ends with the supervisor, its only writer.
+        let denied = denied_rx.recv_timeout(Duration::from_millis(500)).unwrap_or_default();
         let new_cwd = fs::read_to_string(&cwd_file).ok().map(|s| s.trim_end_matches('\n').to_string());
         let _ = fs::remove_file(&cwd_file);
         let _ = fs::remove_file(&script_file);
@@ -303,10 +330,19 @@ impl Agent {
             cwd_reset,
             duration_ms: start.elapsed().as_millis() as u64,
             stopped,
+            denied,
         }))
     }
 
-    fn spawn(&mut self, id: u64, job: &str, command: &str, cwd: &str, fallback: &str) -> io::Result<SpawnResult> {
+    fn spawn(
+        &mut self,
+        id: u64,
+        job: &str,
+        command: &str,
+        cwd: &str,
+        fallback: &str,
+        policy: &ExecPolicy,
+    ) -> io::Result<SpawnResult> {
         if !valid_job_id(job) {
             return Err(io::Error::other(format!("{job:?} is not a job id")));
         }
@@ -318,8 +354,9 @@ impl Agent {
         let script_file = write_command(&paths.command, command)?;
         let script = format!("cd -- {} || exit 1\n. {}", quote(&cwd), quote(&script_file));
         let out = File::create(&paths.log)?;
-        let mut cmd = shell_command(&self.shell, &self.path, &script);
-        cmd.stdout(out.try_clone()?).stderr(out);
+        let mode = supervise::Mode::Job { exit_file: paths.exit.clone().into() };
+        let mut cmd = supervised(&self.shell, &self.path, &script, mode, policy)?;
+        cmd.stdin(Stdio::null()).stdout(out.try_clone()?).stderr(out);
         let child = cmd.spawn()?;
         let pgid = child.id() as i32;
         // Written only now that the group exists, and removed before its number is released.
@@ -432,9 +469,36 @@ fn pick_cwd(cwd: &str, fallback: &str) -> (String, bool) {
     if Path::new(cwd).is_dir() { (cwd.to_string(), false) } else { (fallback.to_string(), true) }
 }
 
-fn shell_command(shell: &str, path: &str, script: &str) -> Command {
-    let mut cmd = Command::new(shell);
-    cmd.arg("-c").arg(script).env_clear();
+/// The command's shell under the exec supervisor (this binary as `abhed-supervise`), in a
+/// process group of its own whose leader is the supervisor (the shell itself when
+/// `policy.unchecked`, for the benchmark).
+fn supervised(
+    shell: &str,
+    path: &str,
+    script: &str,
+    mode: supervise::Mode,
+    policy: &ExecPolicy,
+) -> io::Result<Command> {
+    let args = supervise::Args {
+        mode,
+        policy: policy.clone(),
+        shell: vec![shell.to_string(), "-c".to_string(), script.to_string()],
+    };
+    // The image links this binary as /sbin/abhed-supervise, so the supervisor has a name of its
+    // own (`pidof abhed-guest` finds the agent only); elsewhere (the host's tests) it runs
+    // under that name from wherever it is.
+    let mut cmd = if policy.unchecked {
+        let mut cmd = Command::new(shell);
+        cmd.args(&args.shell[1..]);
+        cmd
+    } else {
+        let exe = std::env::current_exe()?;
+        let linked = exe.with_file_name(SUPERVISE_NAME);
+        let mut cmd = Command::new(if linked.exists() { linked } else { exe });
+        cmd.arg0(SUPERVISE_NAME).args(args.to_argv()?);
+        cmd
+    };
+    cmd.env_clear();
     for (k, v) in [
         ("PATH", path),
         ("HOME", "/root"),
@@ -451,8 +515,8 @@ fn shell_command(shell: &str, path: &str, script: &str) -> Command {
     ] {
         cmd.env(k, v);
     }
-    cmd.stdin(Stdio::null()).process_group(0);
-    cmd
+    cmd.process_group(0);
+    Ok(cmd)
 }
 
 /// The files of one job, by id.
@@ -491,10 +555,15 @@ impl Job {
         format!("{JOBS_DIR}/{}.{what}", self.id)
     }
 
-    /// `true` while the job's group holds its number. When its shell has ended, its status
-    /// (128+N for signal N, as shells report it) goes to the exit file; when nothing of the
-    /// group is left, the handle goes and the shell is reaped.
+    /// `true` while the job's group holds its number. The group's leader is the job's
+    /// supervisor, which writes the shell's status (128+N for signal N, as shells report it) to
+    /// the exit file when the shell ends, and lives on while anything the job started runs. If
+    /// the supervisor itself ended without writing it (killed), its own status goes there; when
+    /// nothing of the group is left, the handle goes and the supervisor is reaped.
     fn poll(&mut self) -> bool {
+        if !self.exit_written && Path::new(&self.file("exit")).exists() {
+            self.exit_written = true;
+        }
         if !self.exit_written {
             match exited_status(self.pgid) {
                 Some(code) => {
