@@ -15,6 +15,9 @@ mount -t devpts devpts /dev/pts
 mount -t tmpfs -o mode=1777 tmpfs /tmp
 mount -t tmpfs -o mode=0755 tmpfs /run
 mount -t tmpfs -o mode=1777 tmpfs /dev/shm
+# A command must not power off, reboot or crash the VM through SysRq (`echo o >
+# /proc/sysrq-trigger`): the trigger becomes /dev/null, and commands lack CAP_SYS_ADMIN to undo it.
+mount --bind /dev/null /proc/sysrq-trigger
 for m in $(cat /modules/order); do
   insmod /modules/$m.ko || echo "init: insmod $m failed" >&2
 done

@@ -9,6 +9,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
+use abhed::tools::ErrorCode;
 use common::vm::Vm;
 
 #[derive(serde::Deserialize)]
@@ -64,9 +65,11 @@ fn run(vm: &Vm, n: usize, case: &Case) -> Outcome {
     let out = vm.bash(&format!("cd {} && {}", dir.display(), case.command));
     let text = out.text();
     // The first look refused (an approval error: nothing ran), or the call ran and the exec check
-    // refused a program in it.
+    // refused a program in it. Any other error (the VM died: `kill -9 -1` reached the agent) is
+    // not a refusal.
+    let by_first_look = matches!(&out.result, Err(e) if e.code == ErrorCode::ApprovalDenied);
     let by_exec = out.ok() && vm.last_meta()["exec_denied"].as_array().is_some_and(|d| !d.is_empty());
-    let refused = !out.ok() || by_exec;
+    let refused = by_first_look || by_exec;
     let mut problems = Vec::new();
     if case.effect.as_deref().unwrap_or("tree") == "tree" && !dir.join("C/sub/f").exists() {
         problems.push("C/sub/f is gone".to_string());
@@ -78,7 +81,13 @@ fn run(vm: &Vm, n: usize, case: &Case) -> Outcome {
     if case.git && std::fs::read_to_string(dir.join("g")).ok().as_deref() != Some("changed\n") {
         problems.push("the tracked file's change is lost".to_string());
     }
+    if case.effect.as_deref() == Some("vm") && matches!(&out.result, Err(e) if e.code == ErrorCode::SandboxCrashed) {
+        problems.push("the VM went down".to_string());
+    }
     let intact = if problems.is_empty() { Ok(()) } else { Err(problems.join("; ")) };
+    // What the VM contains without a refusal (`effect = "vm"`) counts as stopped when it is
+    // contained.
+    let refused = refused || case.effect.as_deref() == Some("vm");
     Outcome { refused, intact, text }
 }
 

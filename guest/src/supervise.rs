@@ -296,6 +296,8 @@ struct Supervisor<'p> {
     ids: Identities,
     /// Refusals so far (the first [`MAX_TOLD`] are told in full).
     refused: usize,
+    /// The shell's own exec is done: every exec from now on is the command's.
+    shell_started: bool,
 }
 
 impl<'p> Supervisor<'p> {
@@ -311,6 +313,7 @@ impl<'p> Supervisor<'p> {
             allowed: HashMap::new(),
             ids: Identities::new(policy),
             refused: 0,
+            shell_started: false,
         }
     }
 
@@ -359,12 +362,25 @@ impl<'p> Supervisor<'p> {
                 // SAFETY: restarting our own stopped tracee.
                 unsafe { libc::ptrace(libc::PTRACE_CONT, pid, 0, sig as libc::c_long) };
             };
+            // The shell's own exec, which the supervisor made itself (its program is the
+            // agent's, its script not yet read): nothing to decide, and skipping it keeps a
+            // command that execs nothing (`true`, `cd`, `echo`) from paying for a check.
+            let own_exec = pid == self.shell && !self.shell_started;
             if sig == libc::SIGTRAP && event == libc::PTRACE_EVENT_SECCOMP {
-                self.before_exec(pid);
+                if own_exec {
+                    resume(pid, 0);
+                } else {
+                    self.before_exec(pid);
+                }
                 continue;
             }
             if sig == libc::SIGTRAP && event == libc::PTRACE_EVENT_EXEC {
-                self.after_exec(pid);
+                if own_exec {
+                    self.shell_started = true;
+                    resume(pid, 0);
+                } else {
+                    self.after_exec(pid);
+                }
                 continue;
             }
             if sig == libc::SIGTRAP

@@ -43,6 +43,12 @@ pub(crate) fn check_redirect(r: &Redirect) -> Option<Destructive> {
             instead: "Write to a regular file, or ask the operator to run it.",
         });
     }
+    if r.writes && list::clean_path(&r.target.text) == "/proc/sysrq-trigger" {
+        return Some(Destructive {
+            why: "writes to the kernel's SysRq trigger, which can power off, reboot or crash the machine".to_string(),
+            instead: "Ask the operator to run it.",
+        });
+    }
     None
 }
 

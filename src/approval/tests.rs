@@ -595,3 +595,10 @@ fn a_circle_of_calls_is_named_in_order() {
     }
     assert_eq!(guarded().check_command(&src).decision, Decision::Ask);
 }
+
+#[test]
+fn the_sysrq_trigger_is_the_machine() {
+    destructive("echo o > /proc/sysrq-trigger");
+    destructive("echo b >/proc//./sysrq-trigger");
+    assert_eq!(decision("cat /proc/sysrq-trigger 2>/dev/null"), Decision::Allow);
+}
