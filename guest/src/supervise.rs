@@ -515,7 +515,7 @@ impl<'p> Supervisor<'p> {
         let env = if program == "git" {
             read_strings(&mem, envp_ptr)?
                 .into_iter()
-                .filter(|e| e.starts_with("GIT_") || e.starts_with("HOME="))
+                .filter(|e| e.starts_with("GIT_") || e.starts_with("HOME=") || e.starts_with("XDG_CONFIG_HOME="))
                 .collect()
         } else {
             Vec::new()
@@ -639,11 +639,19 @@ fn resolve(pid: i32, dirfd: i32, path: &str, flags: i32) -> PathBuf {
 fn git_config_files(pid: i32, env: &[String]) -> Vec<String> {
     let var = |name: &str| env.iter().rev().find_map(|e| e.strip_prefix(name)?.strip_prefix('=').map(str::to_string));
     let home = var("HOME").unwrap_or_else(|| "/root".into());
-    let mut files = vec![
-        PathBuf::from("/etc/gitconfig"),
-        Path::new(&home).join(".config/git/config"),
-        Path::new(&home).join(".gitconfig"),
-    ];
+    let xdg = var("XDG_CONFIG_HOME").map(PathBuf::from).unwrap_or_else(|| Path::new(&home).join(".config"));
+    // Where git looks, as git does: the environment can name other files for each level.
+    let mut files = Vec::new();
+    if var("GIT_CONFIG_NOSYSTEM").is_none() {
+        files.push(var("GIT_CONFIG_SYSTEM").map(PathBuf::from).unwrap_or_else(|| "/etc/gitconfig".into()));
+    }
+    match var("GIT_CONFIG_GLOBAL") {
+        Some(g) => files.push(PathBuf::from(g)),
+        None => {
+            files.push(xdg.join("git/config"));
+            files.push(Path::new(&home).join(".gitconfig"));
+        }
+    }
     let cwd = std::fs::read_link(format!("/proc/{pid}/cwd")).unwrap_or_default();
     let git_dir = match var("GIT_DIR") {
         Some(d) => Some(cwd.join(d)),
@@ -659,7 +667,57 @@ fn git_config_files(pid: i32, env: &[String]) -> Vec<String> {
         };
         files.push(dir.join("config"));
     }
-    files.iter().filter_map(|f| std::fs::read_to_string(f).ok()).collect()
+    let mut out = Vec::new();
+    for f in files {
+        read_with_includes(&f, &home, 0, &mut out);
+    }
+    out
+}
+
+/// How deep `include.path` may nest, and how many files one exec's check reads (git's own
+/// nesting limit is 10).
+const MAX_INCLUDE_DEPTH: usize = 10;
+const MAX_CONFIG_FILES: usize = 64;
+
+/// A config file's text, then the files it includes, at the place git reads them (after the
+/// including file's earlier lines: later settings win, so that order is close enough for
+/// aliases). `[includeIf "…"]` is followed whatever its condition: an alias it may bring in is
+/// judged, which at worst refuses more.
+fn read_with_includes(file: &Path, home: &str, depth: usize, out: &mut Vec<String>) {
+    if depth > MAX_INCLUDE_DEPTH || out.len() >= MAX_CONFIG_FILES {
+        return;
+    }
+    let Ok(text) = std::fs::read_to_string(file) else { return };
+    let includes = include_paths(&text);
+    out.push(text);
+    for p in includes {
+        let path = match p.strip_prefix("~/") {
+            Some(rest) => Path::new(home).join(rest),
+            None => file.parent().unwrap_or(Path::new("/")).join(&p),
+        };
+        read_with_includes(&path, home, depth + 1, out);
+    }
+}
+
+/// The `path` values of a config text's `[include]` and `[includeIf "…"]` sections.
+pub(crate) fn include_paths(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut in_include = false;
+    for line in text.lines() {
+        let line = line.trim();
+        if let Some(header) = line.strip_prefix('[') {
+            let name = header.split([']', ' ', '"']).next().unwrap_or("").to_ascii_lowercase();
+            in_include = name == "include" || name == "includeif";
+            continue;
+        }
+        if in_include
+            && let Some((key, value)) = line.split_once('=')
+            && key.trim().eq_ignore_ascii_case("path")
+        {
+            out.push(value.trim().trim_matches('"').to_string());
+        }
+    }
+    out
 }
 
 /// Programs known by name to the checks, found on the guest's PATH, so that a copy or a link
@@ -776,6 +834,12 @@ fn is_multicall(path: &Path) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn includes_are_found_in_include_and_include_if_sections() {
+        let text = "[core]\n\tpath = not-this\n[include]\n\tpath = a.inc\n[includeIf \"gitdir:/w/\"]\n  path = \"~/b.inc\"\n[alias]\n\tx = status\n";
+        assert_eq!(include_paths(text), ["a.inc", "~/b.inc"]);
+    }
 
     #[test]
     fn arguments_round_trip() {
