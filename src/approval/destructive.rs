@@ -89,134 +89,21 @@ mod tests {
         check(&words(s)).is_some()
     }
 
+    /// The list itself is tested where it lives (`abhed_guest::policy::destructive`); here, that
+    /// the first look reaches it through the guest's normaliser, as the exec check does.
     #[test]
-    fn rm_flag_spellings() {
-        for cmd in
-            ["rm -rf x", "rm -fr x", "rm -r -f x", "rm -R -f x", "rm --recursive --force x", "rm -rfv x", "rm x -rf"]
-        {
+    fn the_first_look_reads_the_list_as_the_exec_check_does() {
+        for cmd in ["rm -rf /w/C", "rm --recurs --forc C", "git reset --har", "kill -9 -01", "truncate -s 00 f"] {
             assert!(is_destructive(cmd), "{cmd}");
         }
-    }
-
-    #[test]
-    fn rm_recursive_on_broad_targets() {
-        for cmd in [
-            "rm -r /",
-            "rm -r /*",
-            "rm -r ~",
-            "rm -r ~/",
-            "rm -r $HOME",
-            "rm -r .",
-            "rm -r ..",
-            "rm -r *",
-            "rm -r /usr/",
-        ] {
-            assert!(is_destructive(cmd), "{cmd}");
-        }
-        assert!(is_destructive("rm --no-preserve-root x"));
-    }
-
-    #[test]
-    fn plain_rm_is_not_destructive() {
-        for cmd in ["rm file", "rm -r build", "rm -f a b", "rm -- -rf", "rm -r ./build"] {
-            assert!(!is_destructive(cmd), "{cmd}");
-        }
-    }
-
-    #[test]
-    fn git_patterns() {
-        for cmd in [
-            "git push --force origin main",
-            "git push -f",
-            "git push --force-with-lease",
-            "git push --mirror",
-            "git push origin --delete x",
-            "git push origin +main",
-            "git push origin :old",
-            "git -C repo push -fu origin main",
-            "git reset --hard HEAD~1",
-            "git clean -fdx",
-            "git checkout -- .",
-            "git checkout .",
-            "git restore .",
-            "git branch -D x",
-            "git branch --delete --force x",
-            "git stash drop",
-            "git stash clear",
-            "git filter-branch --tree-filter x",
-            "git filter-repo --path x",
-            "git reflog expire --all",
-            "git gc --prune=now",
-        ] {
-            assert!(is_destructive(cmd), "{cmd}");
-        }
-        for cmd in [
-            "git push origin main",
-            "git push",
-            "git reset HEAD~1",
-            "git clean -n",
-            "git clean -fn",
-            "git checkout main",
-            "git checkout -- src/a.rs",
-            "git restore --staged .",
-            "git branch -d x",
-            "git stash",
-            "git stash pop",
-            "git gc",
-        ] {
-            assert!(!is_destructive(cmd), "{cmd}");
-        }
-    }
-
-    #[test]
-    fn disk_and_system_patterns() {
-        for cmd in [
-            "dd if=/dev/zero of=/dev/sda",
-            "mkfs.ext4 /dev/sda1",
-            "mkfs -t ext4 /dev/sdb",
-            "mkswap /dev/sdb2",
-            "wipefs -a /dev/sda",
-            "shred secret",
-            "fdisk /dev/sda",
-            "sgdisk -Z /dev/sda",
-            "blkdiscard /dev/nvme0n1",
-            "chmod -R 777 /",
-            "chown -R me ~",
-            "find . -delete",
-            "find . -name x -exec rm -rf {} ;",
-            "truncate -s 0 log",
-            "mv x /dev/null",
-            "shutdown -h now",
-            "reboot",
-            "init 0",
-            "systemctl reboot",
-            "kill -9 -1",
-            "kill -1",
-            "kill -- -1",
-            "killall node",
-            "pkill -f server",
-            "crontab -r",
-            "rsync -a --delete src/ dst/",
-            "tee /dev/sda",
-        ] {
-            assert!(is_destructive(cmd), "{cmd}");
-        }
-        for cmd in [
-            "dd if=a of=/dev/null",
-            "fdisk -l",
-            "wipefs /dev/sda",
-            "chmod -R 755 build",
-            "chmod -rwx file",
-            "find . -name x",
-            "truncate -s 10M f",
-            "mv a b",
-            "kill 1234",
-            "kill -9 1234",
-            "kill -1 1234",
-            "rsync -an --delete a b",
-            "systemctl status x",
-            "shutdown -c",
-        ] {
+        let alias = vec![
+            Word::literal("git"),
+            Word::literal("-c"),
+            Word::literal("alias.nuke=reset --hard"),
+            Word::literal("nuke"),
+        ];
+        assert!(check(&alias).is_some());
+        for cmd in ["rm file", "rm -r build", "git status", "git push origin main"] {
             assert!(!is_destructive(cmd), "{cmd}");
         }
     }

@@ -179,7 +179,6 @@ pub(crate) fn layer(user: Option<PolicyConfig>, workspace: Option<PolicyConfig>)
 #[derive(Debug, Clone)]
 pub(crate) struct CommandRule {
     pub pattern: String,
-    parts: Vec<String>,
 }
 
 /// Runs of whitespace become one space, so `git  status` and `git status` are the same text.
@@ -193,26 +192,13 @@ impl CommandRule {
         if pattern.is_empty() {
             return Err(PolicyError::Pattern { list, pattern: raw.to_string(), reason: "it is empty".to_string() });
         }
-        let parts = pattern.split('*').map(str::to_string).collect();
-        Ok(CommandRule { pattern, parts })
+        Ok(CommandRule { pattern })
     }
 
-    /// Whole-text match; `*` matches any characters, including spaces and `/`.
+    /// Whole-text match; `*` matches any characters, including spaces and `/`. The guest's
+    /// exec check matches its rules with the same function, so a rule means the same there.
     pub(crate) fn matches(&self, text: &str) -> bool {
-        let text = squash_spaces(text);
-        let (first, rest) = match self.parts.split_first() {
-            Some(split) => split,
-            None => return text.is_empty(),
-        };
-        let Some(mut remaining) = text.strip_prefix(first.as_str()) else { return false };
-        let Some((last, middle)) = rest.split_last() else { return remaining.is_empty() };
-        for part in middle {
-            match remaining.find(part.as_str()) {
-                Some(at) => remaining = &remaining[at + part.len()..],
-                None => return false,
-            }
-        }
-        remaining.len() >= last.len() && remaining.ends_with(last.as_str())
+        abhed_guest::policy::pattern_matches(&self.pattern, &squash_spaces(text))
     }
 }
 
