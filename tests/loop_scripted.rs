@@ -728,6 +728,41 @@ fn a_write_on_a_task_that_asks_a_question_is_held_back_once() {
 }
 
 #[test]
+fn a_write_that_creates_a_file_on_a_task_that_asks_no_change_is_held_back_once() {
+    let f = Fixture::new();
+    // Told that utils.py does not exist and util.py does, the 1.5B model wrote a utils.py.
+    std::fs::write(f.ws.join("util.py"), "def add(a, b):\n    return a + b\n").unwrap();
+    let read_missing = call("read", json!({"path": f.p("utils.py")}));
+    let write = call("write", json!({"path": f.p("utils.py"), "content": "def add(a, b):\n    pass\n"}));
+    let read = call("read", json!({"path": f.p("util.py")}));
+    let answer = "{\"answer\": \"add\", \"status\": \"done\"}";
+    let task = "Read the helper module utils.py and list its functions.";
+    let s = f.store.create_session(&f.ws).unwrap();
+    let events = f.run(&s, &format!("{read_missing}\n{write}\n{read}\n{answer}\n"), Op::Task(task.into()), BUDGETS);
+    assert_eq!(end(&events).2.as_deref(), Some("add"));
+    assert!(!f.ws.join("utils.py").exists(), "the held write ran");
+    let notes = feedback(&s);
+    assert_eq!(notes.len(), 1, "{notes:?}");
+    assert!(
+        notes[0].starts_with(&format!(
+            "[note] {} does not exist, and the task does not ask for a new file, so this write was not run and nothing changed.",
+            f.p("utils.py")
+        )),
+        "{notes:?}"
+    );
+    // A write over a file that exists is not held (write's own rules apply), nor is a new file
+    // on a task that asks for one.
+    let s = f.store.create_session(&f.ws).unwrap();
+    let over = call("write", json!({"path": f.p("util.py"), "content": "x\n"}));
+    f.run(&s, &format!("{over}\n{answer}\n"), Op::Task(task.into()), BUDGETS);
+    assert!(feedback(&s).is_empty());
+    let s = f.store.create_session(&f.ws).unwrap();
+    f.run(&s, &format!("{write}\n{answer}\n"), Op::Task("Create utils.py with an add function.".into()), BUDGETS);
+    assert!(f.ws.join("utils.py").exists());
+    assert!(feedback(&s).is_empty());
+}
+
+#[test]
 fn a_reply_that_pastes_reads_output_is_stopped_and_told_what_the_file_text_is() {
     let f = Fixture::new();
     let read = call("read", json!({"path": f.p("notes.txt")}));
@@ -783,29 +818,64 @@ fn a_reply_that_loops_is_named_and_the_next_is_decoded_with_some_randomness() {
 }
 
 #[test]
-fn an_answer_that_holds_a_new_text_of_a_file_read_is_sent_back_with_the_edits_it_means() {
+fn an_answer_that_holds_a_new_text_of_a_file_read_is_made_into_the_edit_it_means() {
     let f = Fixture::new();
     std::fs::write(f.ws.join("Dockerfile"), "FROM python:3.9-slim AS build\nWORKDIR /src\nFROM python:3.9-slim\n")
         .unwrap();
     let read = call("read", json!({"path": f.p("Dockerfile")}));
     let updated = json!({"answer": "Here's the updated Dockerfile:\n\n```dockerfile\nFROM python:3.12-slim AS build\nWORKDIR /src\nFROM python:3.12-slim\n```", "status": "done"}).to_string();
-    let edit = call(
-        "edit",
-        json!({"path": f.p("Dockerfile"), "old_string": "FROM python:3.9-slim AS build", "new_string": "FROM python:3.12-slim AS build"}),
-    );
     let done = "{\"answer\": \"Done.\", \"status\": \"done\"}";
     let s = f.store.create_session(&f.ws).unwrap();
     let task = "Update the Dockerfile so that it is based on python:3.12-slim instead of python:3.9-slim.";
-    let events = f.run(&s, &format!("{read}\n{updated}\n{edit}\n{done}\n"), Op::Task(task.into()), BUDGETS);
-    assert_eq!(end(&events).0, StopReason::Done);
-    // The next turn after the note must be a call.
-    assert_eq!(call_only_flags(&s), [true, false, true, false]);
-    let note = feedback(&s).remove(0);
-    let want = format!(
-        "Your answer holds a new text of {path}, and text in an answer changes no file. Where it differs from what read showed, as edit's arguments:\n- at line 1: \"old_string\": \"FROM python:3.9-slim AS build\", \"new_string\": \"FROM python:3.12-slim AS build\"\n- at line 2: \"old_string\": \"WORKDIR /src\\nFROM python:3.9-slim\", \"new_string\": \"WORKDIR /src\\nFROM python:3.12-slim\"\nMake these changes now with edit on {path}, one call each.",
-        path = f.p("Dockerfile")
+    let events = f.run(&s, &format!("{read}\n{updated}\n{done}\n"), Op::Task(task.into()), BUDGETS);
+    assert_eq!(end(&events).0, StopReason::Done, "{:?}", end(&events));
+    assert_eq!(
+        std::fs::read_to_string(f.ws.join("Dockerfile")).unwrap(),
+        "FROM python:3.12-slim AS build\nWORKDIR /src\nFROM python:3.12-slim\n"
     );
-    assert!(note.ends_with(&want), "{note}");
+    let stored = s.events().unwrap();
+    let turns: Vec<&serde_json::Value> = stored.iter().filter(|e| e.kind == "model_turn").map(|e| &e.payload).collect();
+    // The answer's turn is recorded as it was written, as a call, with the edit it became.
+    assert_eq!(turns[1]["kind"], "call");
+    assert!(turns[1]["raw"].as_str().unwrap().contains("Here's the updated Dockerfile"));
+    assert_eq!(
+        turns[1]["from_answer"],
+        json!({"name": "edit", "arguments": {"path": f.p("Dockerfile"), "edits": [
+            {"old_string": "FROM python:3.9-slim AS build", "new_string": "FROM python:3.12-slim AS build"},
+            {"old_string": "WORKDIR /src\nFROM python:3.9-slim", "new_string": "WORKDIR /src\nFROM python:3.12-slim"},
+        ]}})
+    );
+    // Through the dispatch like any call: an action, its approval, its observation.
+    let actions: Vec<&str> =
+        stored.iter().filter(|e| e.kind == "action").map(|e| e.payload["tool"].as_str().unwrap()).collect();
+    assert_eq!(actions, ["read", "edit"]);
+    let results: Vec<(String, bool)> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::ToolResult { tool, ok, .. } => Some((tool.clone(), *ok)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(results, [("read".to_string(), true), ("edit".to_string(), true)]);
+    // The model is told what became of its answer, before the edit's result; a resumed
+    // session rebuilds the same text.
+    let rebuilt = abhed::agent::history::rebuild(&stored);
+    let told = rebuilt.messages.iter().find(|m| m.content.contains("[result of edit]")).unwrap();
+    assert!(
+        told.content.starts_with("[note] Text in an answer changes no file, so your answer's new text of the file was made into this call, and it was run: {\"name\":\"edit\",\"arguments\":"),
+        "{}",
+        told.content
+    );
+    assert!(rebuilt.lost.is_empty());
+    // A task that asks no change keeps its answer, which changes no file (this one, that says
+    // "updated", is sent back once, and given again it stands).
+    let s = f.store.create_session(&f.ws).unwrap();
+    std::fs::write(f.ws.join("Dockerfile"), "FROM python:3.9-slim AS build\nWORKDIR /src\nFROM python:3.9-slim\n")
+        .unwrap();
+    let script = format!("{read}\n{updated}\n{updated}\n");
+    let events = f.run(&s, &script, Op::Task("What is the Dockerfile based on?".into()), BUDGETS);
+    assert_eq!(end(&events).0, StopReason::Done);
+    assert!(std::fs::read_to_string(f.ws.join("Dockerfile")).unwrap().contains("3.9"));
 }
 
 /// The system prompt of both protocols and the tool definitions the native chat template lists:

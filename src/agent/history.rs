@@ -26,6 +26,8 @@ pub struct Rebuilt {
     pub last_stop: Option<StopReason>,
     /// Calls whose results were lost, in order.
     pub lost: Vec<Lost>,
+    /// The last task's text: a run that continues the session works on it still.
+    pub task: Option<String>,
 }
 
 /// The tool result as the model receives it. `repeats` counts the identical calls made just
@@ -40,6 +42,20 @@ pub fn result_message(tool: &str, output: &str, repeats: u32) -> String {
         ));
     }
     text
+}
+
+/// The record of an edit made from an answer's text of a file (`steer::answer_edit`), kept
+/// in the model turn's payload as `from_answer`.
+pub fn from_answer_record(call: &crate::model::ToolCall) -> Value {
+    let arguments = serde_json::from_str::<Value>(&call.arguments).unwrap_or(Value::Null);
+    serde_json::json!({"name": call.name, "arguments": arguments})
+}
+
+/// What the model is told before the result of an edit made from its answer.
+pub fn from_answer_note(record: &Value) -> String {
+    format!(
+        "[note] Text in an answer changes no file, so your answer's new text of the file was made into this call, and it was run: {record}. If the result below is what the task needs, give your final answer; else make the next call."
+    )
 }
 
 /// Said after a result when the next turn may only be the final answer (the repeat guard).
@@ -111,11 +127,16 @@ pub fn rebuild(events: &[StoredEvent]) -> Rebuilt {
     let mut pending: Option<Lost> = None;
     let mut repeats = RepeatCounter::default();
     let mut last_repeats = 0;
+    // The note that goes before the next observation (an edit made from an answer).
+    let mut note_next: Option<String> = None;
     let str_of = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).unwrap_or_default().to_string();
     for ev in events {
         let p = &ev.payload;
         match ev.kind.as_str() {
-            "task" => out.messages.push(Message::new(Role::User, str_of(p, "text"))),
+            "task" => {
+                out.messages.push(Message::new(Role::User, str_of(p, "text")));
+                out.task = Some(str_of(p, "text"));
+            }
             "model_turn" => {
                 flush(&mut out, pending.take());
                 out.messages.push(Message::new(Role::Assistant, str_of(p, "raw")));
@@ -128,6 +149,11 @@ pub fn rebuild(events: &[StoredEvent]) -> Rebuilt {
                     // its note follows it.
                     Some(TurnKind::Answer | TurnKind::Call) if !str_of(p, "feedback").is_empty() => {
                         out.messages.push(Message::new(Role::User, str_of(p, "feedback")));
+                    }
+                    Some(TurnKind::Call) if p.get("from_answer").is_some() => {
+                        let record = &p["from_answer"];
+                        note_next = Some(from_answer_note(record));
+                        pending = Some(Lost { tool: str_of(record, "name"), action_seq: None });
                     }
                     Some(TurnKind::Call) => {
                         let tool = serde_json::from_str::<Value>(&str_of(p, "raw"))
@@ -156,7 +182,11 @@ pub fn rebuild(events: &[StoredEvent]) -> Rebuilt {
                     })
                     .unwrap_or_default();
                 let repeated = if p.get("interrupted").is_some() { 0 } else { last_repeats };
-                out.messages.push(Message::new(Role::User, result_message(&str_of(p, "tool"), &output, repeated)));
+                let mut message = result_message(&str_of(p, "tool"), &output, repeated);
+                if let Some(note) = note_next.take() {
+                    message = format!("{note}\n{message}");
+                }
+                out.messages.push(Message::new(Role::User, message));
             }
             "run_start" => out.last_stop = None,
             "run_end" => {
@@ -231,6 +261,7 @@ mod tests {
         assert_eq!(texts, ["t", "{\"tool\":\"glob\"}", "[result of glob]\n/w/a", "hm", "[invalid reply] not JSON"]);
         assert_eq!(r.last_stop, Some(StopReason::MaxTurns));
         assert!(r.lost.is_empty());
+        assert_eq!(r.task.as_deref(), Some("t"));
     }
 
     #[test]

@@ -22,7 +22,7 @@ use super::history;
 use super::prompt;
 use super::steer::Steer;
 use super::subagent::{self, Allowance, Link, Subagents};
-use crate::model::{Cancel, Message, Model, ModelError, Role, Turn, TurnRequest, TurnSchema};
+use crate::model::{Cancel, Message, Model, ModelError, Role, ToolCall, Turn, TurnRequest, TurnSchema};
 use crate::store::EventKind;
 use crate::tools::{Registry, ToolContext};
 
@@ -107,6 +107,9 @@ impl<'a, 'm> Agent<'a, 'm> {
         });
         if resumed {
             let rebuilt = history::rebuild(&stored);
+            // A continued run is judged against the task it continues (`steer`): without it,
+            // the recovery scenarios' answers that claimed an unmade change stood.
+            agent.current_task = rebuilt.task;
             agent.messages.extend(rebuilt.messages);
             for lost in rebuilt.lost {
                 agent.record_interrupted(lost)?;
@@ -182,6 +185,9 @@ impl<'a, 'm> Agent<'a, 'm> {
         // recovery scenarios) is held to `run.act_after_error` as the turn after it would be.
         if task.is_none() && self.last_call_failed()? {
             steer.resume_after_error();
+        }
+        if task.is_none() && self.changed_before()? {
+            steer.continues_after_change();
         }
 
         let prompt_sha256 = sha_hex(&self.messages[0].content);
@@ -373,14 +379,26 @@ impl<'a, 'm> Agent<'a, 'm> {
                 }
                 set_aside.push(other.text);
             }
+            // A store that cannot say counts as plan mode: no answer is sent back for it.
+            let blocked = || crate::tools::plan::plan_mode(self.setup.tools.session).unwrap_or(true);
+            // An answer that holds a file's new text becomes the edit it means (`steer`).
+            let mut from_answer = None;
+            if let Ok(Turn::Answer { text, gave_up }) = &parsed
+                && !answer_only
+                && let Some((_, arguments)) = steer.answer_edit(self.current_task.as_deref(), text, *gave_up, blocked())
+            {
+                let call = ToolCall { name: "edit".into(), arguments };
+                from_answer = Some(history::from_answer_record(&call));
+                parsed = Ok(Turn::Call(call));
+            }
             let (kind, feedback) = match &parsed {
+                Ok(Turn::Call(_)) if from_answer.is_some() => (TurnKind::Call, None),
                 Ok(Turn::Call(c)) => {
-                    (TurnKind::Call, steer.hold_call(self.current_task.as_deref(), &c.name, &c.arguments))
+                    let creates = self.creates_file(&c.name, &c.arguments);
+                    (TurnKind::Call, steer.hold_call(self.current_task.as_deref(), &c.name, &c.arguments, creates))
                 }
                 Ok(Turn::Answer { text, gave_up }) => {
-                    // A store that cannot say counts as plan mode: no answer is sent back for it.
-                    let blocked = crate::tools::plan::plan_mode(self.setup.tools.session).unwrap_or(true);
-                    (TurnKind::Answer, steer.send_back(self.current_task.as_deref(), text, *gave_up, blocked))
+                    (TurnKind::Answer, steer.send_back(self.current_task.as_deref(), text, *gave_up, blocked()))
                 }
                 Err(why) => (TurnKind::Invalid, Some(why.clone())),
             };
@@ -391,6 +409,9 @@ impl<'a, 'm> Agent<'a, 'm> {
             });
             if !set_aside.is_empty() {
                 payload["set_aside"] = json!(set_aside);
+            }
+            if let Some(record) = &from_answer {
+                payload["from_answer"] = record.clone();
             }
             let seq = self.record(EventKind::ModelTurn, payload)?;
             self.emit(Event::ModelTurn {
@@ -494,6 +515,9 @@ impl<'a, 'm> Agent<'a, 'm> {
                         self.emit(Event::Todo { seq: outcome.observation_seq, todos: todos.clone() });
                     }
                     let mut message = history::result_message(&outcome.tool, &text, repeated);
+                    if let Some(record) = &from_answer {
+                        message = format!("{}\n{message}", history::from_answer_note(record));
+                    }
                     if answer_only {
                         message.push_str(&history::answer_now(self.current_task.as_deref()));
                     }
@@ -501,6 +525,28 @@ impl<'a, 'm> Agent<'a, 'm> {
                 }
             }
         }
+    }
+
+    /// Whether a call would create a file: a write or an edit of a path that does not exist (a
+    /// hint for `steer`, not a check: the tool itself decides).
+    fn creates_file(&self, tool: &str, arguments: &str) -> bool {
+        if !matches!(tool, "write" | "edit") {
+            return false;
+        }
+        let path = serde_json::from_str::<Value>(arguments)
+            .ok()
+            .and_then(|a| a.get("path").and_then(Value::as_str).map(str::to_string));
+        path.and_then(|p| self.setup.tools.workspace.resolve("path", &p).ok())
+            .is_some_and(|r| std::fs::symlink_metadata(&r.real).is_err())
+    }
+
+    /// Whether a call of the session so far may have changed something: an observation that
+    /// says so, or one whose result was lost.
+    fn changed_before(&self) -> Result<bool> {
+        let events = self.setup.tools.session.events()?;
+        Ok(events.iter().filter(|e| e.kind == EventKind::Observation.as_str()).any(|e| {
+            e.payload.get("mutated").and_then(Value::as_bool).unwrap_or(false) || e.payload.get("interrupted").is_some()
+        }))
     }
 
     /// Whether the session's last event of its conversation is a failed call's observation.

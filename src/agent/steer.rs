@@ -30,6 +30,8 @@ pub struct Steer {
     sent_back_call_text: bool,
     /// Answers sent back with the edits their text of a file means.
     sent_back_diff: u32,
+    /// Answers whose text of a file was made into an edit (`answer_edit`).
+    applied_answers: u32,
     /// A bash call was made (whatever it ran, however it ended).
     ran_bash: bool,
     /// An edit or write held back on a task that asks a question.
@@ -70,6 +72,7 @@ impl Steer {
             sent_back_unrun: false,
             sent_back_call_text: false,
             sent_back_diff: 0,
+            applied_answers: 0,
             ran_bash: false,
             held_change: false,
             can_run: tools.contains(&"bash"),
@@ -95,6 +98,12 @@ impl Steer {
     /// How many times a turn that repeats is asked for again (`run.resample_repeats`).
     pub fn resample_tries(&self) -> u32 {
         self.resample_repeats
+    }
+
+    /// The run continues a session in which a call may have changed something (or whose
+    /// result was lost): "done" is not "nothing changed".
+    pub fn continues_after_change(&mut self) {
+        self.changed = true;
     }
 
     /// The run continues a session whose last call failed: the next turn must be a call.
@@ -143,13 +152,22 @@ impl Steer {
         self.must_act = self.failed_in_row > 0 && self.failed_in_row < self.act_after_error;
     }
 
-    /// The note to send a call back with, unrun, or `None` to run it. An edit or write on a
-    /// task that asks a question (a `?`, and no word asking for a change) is held back once:
-    /// in three of the four locate tasks of the 2026-12-06 run, the 1.5B model grepped a file it
-    /// guessed, was told that the file does not exist, and created it, with code it made up.
-    pub fn hold_call(&mut self, task: Option<&str>, tool: &str, arguments: &str) -> Option<String> {
-        let question = task.is_some_and(|t| t.contains('?') && !asks_for_change(t));
-        if !self.checks || self.held_change || !question || !matches!(tool, "edit" | "write") {
+    /// The note to send a call back with, unrun, or `None` to run it. Held back once each:
+    /// - an edit or write on a task that asks a question (a `?`, and no word asking for a
+    ///   change): in three of the four locate tasks of the 2026-12-06 run, the 1.5B model grepped
+    ///   a file it guessed, was told that the file does not exist, and created it, with code it
+    ///   made up;
+    /// - a call that would create a file (`creates`), on a task that asks for no change: told
+    ///   that `src/utils.py` does not exist and that `src/util.py` does, the same model wrote a
+    ///   `src/utils.py` of its own, in 4 of 4 conformance runs of "read it and list its
+    ///   functions".
+    pub fn hold_call(&mut self, task: Option<&str>, tool: &str, arguments: &str, creates: bool) -> Option<String> {
+        let no_change = task.is_some_and(|t| !asks_for_change(t));
+        let question = no_change && task.is_some_and(|t| t.contains('?'));
+        if !self.checks || self.held_change || !no_change || !matches!(tool, "edit" | "write") {
+            return None;
+        }
+        if !question && !creates {
             return None;
         }
         self.held_change = true;
@@ -158,9 +176,43 @@ impl Steer {
             .ok()
             .and_then(|a| a.get("path").and_then(serde_json::Value::as_str).map(str::to_string))
             .unwrap_or_default();
-        Some(format!(
-            "[note] The task asks a question, not for a change, so this {tool} of {path} was not run and nothing changed. Answer from what the workspace holds: to find where something is, grep for it with no path (the whole workspace), then read the file it names."
-        ))
+        Some(if question {
+            format!(
+                "[note] The task asks a question, not for a change, so this {tool} of {path} was not run and nothing changed. Answer from what the workspace holds: to find where something is, grep for it with no path (the whole workspace), then read the file it names."
+            )
+        } else {
+            format!(
+                "[note] {path} does not exist, and the task does not ask for a new file, so this {tool} was not run and nothing changed. Work with the files that exist: where a tool said a path does not exist and named one that does, use that one; else find it with glob or grep. (If the task does need this new file, make the call again.)"
+            )
+        })
+    }
+
+    /// The edit that an answer's new text of a file means, as edit's arguments, to be made for
+    /// the model instead of ending the run: on a task that asks for a change, before any call
+    /// of the run changed anything, an answer that holds a file read in the run with a few
+    /// lines changed (`answer_diff`). "Here's the updated Dockerfile:" with the right text was
+    /// the 1.5B model's answer in 6 of the suite's first 16 tasks and in 3 of 16 conformance
+    /// recoveries (2026-12-06); sent back with the edits listed, it made them in 2 of 6. A
+    /// second answer may be made into an edit when the first edit failed.
+    pub fn answer_edit(
+        &mut self,
+        task: Option<&str>,
+        answer: &str,
+        gave_up: bool,
+        changes_blocked: bool,
+    ) -> Option<(String, String)> {
+        let asks = task.is_some_and(asks_for_change);
+        if !self.checks || gave_up || changes_blocked || !asks || self.changed || self.applied_answers >= MAX_APPLIED {
+            return None;
+        }
+        let (file, changes) = answer_diff::rewritten(answer, &self.seen)?;
+        self.applied_answers += 1;
+        let pair = |c: &answer_diff::Change| serde_json::json!({"old_string": c.old, "new_string": c.new});
+        let args = match changes.as_slice() {
+            [one] => serde_json::json!({"path": file.path, "old_string": one.old, "new_string": one.new}),
+            many => serde_json::json!({"path": file.path, "edits": many.iter().map(pair).collect::<Vec<_>>()}),
+        };
+        Some((file.path.clone(), args.to_string()))
     }
 
     /// The note to send a final answer back with, instead of ending the run (`run.check_answers`),
@@ -281,6 +333,9 @@ const UNCHANGED_ACT: &str = "[note] The task asks for a change, but no call in t
 /// Small models give up after one successful read, quoting a tool's description. The next turn
 /// must be a call.
 const UNFOUNDED_GIVE_UP: &str = "[note] You gave up, but every call you made worked: nothing so far shows that the task cannot be done. Make the next call the task needs.";
+
+/// The most answers made into edits in one run.
+const MAX_APPLIED: u32 = 2;
 
 /// The most answers sent back with the edits they mean: one when nothing changed, and
 /// one more after the model made some of them.
@@ -439,7 +494,9 @@ pub fn asks_for_change(task: &str) -> bool {
     // A verb in capitals is an HTTP method or SQL ("Which file handles DELETE /api/projects/:id?").
     let lower: String =
         task.split_whitespace().filter(|w| w.chars().any(|c| c.is_ascii_lowercase())).collect::<Vec<_>>().join(" ");
-    has_word(&lower, VERBS) || leads_a_clause(task, LEADING)
+    // "Make the loop run to 10 instead of 3" names what is to change without a verb for it.
+    let instead = !task.contains('?') && lower.to_ascii_lowercase().contains("instead of");
+    has_word(&lower, VERBS) || leads_a_clause(task, LEADING) || instead
 }
 
 /// Whether one of `words` starts `text` or a clause of it (after `,`, `;`, `.`, or "and").
@@ -493,6 +550,8 @@ mod tests {
         assert!(!asks_for_change("Which file defines the function normalize_sku? Give me its path."));
         assert!(!asks_for_change("Where is MAX_UPLOAD_RETRIES defined (see settings.py)?"));
         assert!(!asks_for_change("make a list"));
+        assert!(asks_for_change("In main.go, make the loop run to 10 instead of 3."));
+        assert!(!asks_for_change("Why does main.go loop to 3 instead of 10?"));
         assert!(asks_for_change(
             "In deploy/staging.env, point the app at the new database host db-staging-2.internal and turn debug mode off."
         ));

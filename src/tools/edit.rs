@@ -6,6 +6,7 @@
 //! each to the result of the one before, all or nothing), written with one atomic rename.
 //! Afterwards the read record holds the new version, so the next edit needs no re-read.
 
+mod ambiguous;
 mod endings;
 mod nearest;
 pub(crate) use nearest::strip_line_numbers;
@@ -615,7 +616,7 @@ fn miss_error(plan: &Plan, miss: Miss, shown: &Path, original: &str) -> ToolErro
     let m = &plan.members[miss.index];
     let i = miss.index;
     if miss.ambiguous {
-        let detail = format!("{}{}", ambiguous(&miss.text, &m.old, shown), plan.intermediate_note(i));
+        let detail = format!("{}{}", ambiguous::explain(&miss.text, &m.old, shown), plan.intermediate_note(i));
         return plan.member_error(i, ErrorCode::AmbiguousMatch, detail);
     }
     let mut detail = format!("old_string was not found in {}.", shown.display());
@@ -656,64 +657,6 @@ fn merge(mut v: Vec<(usize, usize)>) -> Vec<(usize, usize)> {
     }
     out
 }
-
-/// The ambiguous-match message: how many times, at which lines, and what to do.
-fn ambiguous(text: &str, old: &str, shown: &Path) -> String {
-    let step = old.chars().next().map_or(1, char::len_utf8);
-    let mut lines: Vec<(usize, usize)> = Vec::new(); // (line, occurrences starting on it)
-    let (mut count, mut pos, mut line, mut counted) = (0usize, 0usize, 1usize, 0usize);
-    while let Some(off) = text[pos..].find(old) {
-        let p = pos + off;
-        count += 1;
-        if lines.len() <= MAX_LISTED {
-            let l = line_at(text, &mut counted, &mut line, p);
-            match lines.last_mut() {
-                Some(last) if last.0 == l => last.1 += 1,
-                _ => lines.push((l, 1)),
-            }
-        }
-        pos = p + step;
-    }
-    lines.truncate(MAX_LISTED);
-    let listed_occ: usize = lines.iter().map(|l| l.1).sum();
-    let mut where_ = lines
-        .iter()
-        .map(|&(l, n)| if n == 1 { l.to_string() } else { format!("{l} ({n} times)") })
-        .collect::<Vec<_>>()
-        .join(", ");
-    if count > listed_occ {
-        let _ = write!(where_, " and {} more", count - listed_occ);
-    }
-    let at = if lines.len() == 1 && count == listed_occ { format!("line {where_}") } else { format!("lines {where_}") };
-    // "aa" in "aaa" starts twice but replace_all can replace it once: say so up front.
-    let disjoint = text.matches(old).count();
-    let overlap = if disjoint < count {
-        format!(" Some occurrences overlap: replace_all would replace {disjoint} (non-overlapping, leftmost first).")
-    } else {
-        String::new()
-    };
-    let mut msg = format!(
-        "old_string occurs {count} times in {}, at {at}; edit replaces exactly one occurrence unless replace_all is true. Add surrounding lines (before or after) to old_string until it matches only the place you mean, or set replace_all: true to replace every occurrence.{overlap}",
-        shown.display()
-    );
-    // A one-line old_string: show the lines it is on, so the text that tells them apart is in
-    // front of the model (small models otherwise resend the same call).
-    if !old.contains('\n') {
-        let all: Vec<&str> = text.lines().collect();
-        msg.push_str("\nThe lines it is on:");
-        for &(l, _) in lines.iter().take(SHOWN_LINES) {
-            let line = all.get(l - 1).copied().unwrap_or("");
-            let _ = write!(msg, "\n{l}\t{}", super::walk::clip(line));
-        }
-        if lines.len() > SHOWN_LINES {
-            let _ = write!(msg, "\n(and {} more lines)", lines.len() - SHOWN_LINES);
-        }
-    }
-    msg
-}
-
-/// How many of an ambiguous one-line old_string's lines are shown.
-const SHOWN_LINES: usize = 5;
 
 /// The line of byte `p`, counting on from the last position asked (`counted`, at `line`).
 fn line_at(text: &str, counted: &mut usize, line: &mut usize, p: usize) -> usize {
@@ -1046,14 +989,14 @@ mod tests {
     #[test]
     fn ambiguous_lists_lines_capped() {
         let text = "x\n".repeat(30);
-        let msg = ambiguous(&text, "x", Path::new("/f"));
+        let msg = ambiguous::explain(&text, "x", Path::new("/f"));
         assert!(msg.contains("occurs 30 times"), "{msg}");
         assert!(msg.contains("at lines 1, 2, 3,"), "{msg}");
         assert!(msg.contains("20 and 10 more"), "{msg}");
-        let msg = ambiguous("x x\ny\nx\n", "x", Path::new("/f"));
+        let msg = ambiguous::explain("x x\ny\nx\n", "x", Path::new("/f"));
         assert!(msg.contains("at lines 1 (2 times), 3;"), "{msg}");
         assert!(!msg.contains("overlap"), "{msg}");
-        let msg = ambiguous("aaa\n", "aa", Path::new("/f"));
+        let msg = ambiguous::explain("aaa\n", "aa", Path::new("/f"));
         assert!(msg.contains("occurs 2 times") && msg.contains("replace_all would replace 1"), "{msg}");
     }
 

@@ -163,6 +163,8 @@ fn glob(ctx: &ToolContext<'_>, args: &Args) -> Result<ToolOutput, ToolError> {
             text.push_str(&format!(
                 "[truncated: showing {MAX_RESULTS} of {total} matches, newest first. Narrow the pattern or search a subdirectory with path.]\n"
             ));
+        } else if let Some(note) = deeper_note(ctx, &split, total, &root_real, &filters) {
+            text.push_str(&note);
         }
     }
     if let Some(note) = errors.note(&root_shown, &root_real) {
@@ -259,6 +261,33 @@ fn search<'a>(
     filters: &Filters,
 ) -> Result<Vec<GlobVisitor<'a>>, FsError> {
     walk::run(ws, root, filters, || GlobVisitor { root, matcher, found: Vec::new(), errors: WalkErrors::default() })
+}
+
+/// A note after a result that `*` kept to one directory level, when the same name matches more
+/// files deeper down: Qwen2.5-Coder-1.5B globbed `Makefile` for "every file named Makefile
+/// anywhere", saw the top-level one, and answered with it alone.
+fn deeper_note(
+    ctx: &ToolContext<'_>,
+    split: &Split,
+    total: usize,
+    root_real: &Path,
+    filters: &Filters,
+) -> Option<String> {
+    if split.rest.contains("**") {
+        return None;
+    }
+    let below = format!("**/{}", last_component(&split.rest));
+    let mut set = GlobSetBuilder::new();
+    set.add(build_glob(&below, false).ok()?);
+    let set = set.build().ok()?;
+    let all = count_matches(ctx.workspace, root_real, &set, 1, filters).ok()?.counts[0];
+    let more = all.checked_sub(total).filter(|&n| n > 0)?;
+    let rec = format!("{}{below}", split.prefix.as_deref().unwrap_or(""));
+    let rec = walk::clip(&rec);
+    let (files, match_) = if more == 1 { ("file", "matches") } else { ("files", "match") };
+    Some(format!(
+        "[{more} more {files} in subdirectories {match_} {rec}: `*` and a bare name match one directory level only]\n"
+    ))
 }
 
 /// The second line of an empty result: where we looked, what was skipped, and a likely fix.

@@ -191,6 +191,8 @@ fn grep(ctx: &ToolContext<'_>, args: &Args) -> Result<ToolOutput, ToolError> {
 
     let mut out = ToolOutput::new(String::new());
     let mut text = String::new();
+    // (Before render, which takes content mode's files.)
+    let matched = acc.files_matched();
     let found = acc.render(&target.shown, &target.real, context > 0, &mut text, &mut out.truncated);
     let shown_pattern = walk::clip(pattern);
     let single_failed = is_file && !acc.failures.is_empty();
@@ -226,6 +228,9 @@ fn grep(ctx: &ToolContext<'_>, args: &Args) -> Result<ToolOutput, ToolError> {
     } else if acc.binary > 0 {
         let files = if acc.binary == 1 { "file" } else { "files" };
         notes.push(format!("[{} binary {files} skipped]", acc.binary));
+    }
+    if found && kind == Kind::Dir {
+        notes.extend(caseless_more(ctx, args, &checked, &target.real, &filters, matched));
     }
     notes.extend(acc.binary_cut_notes(&target.shown, &target.real));
     // (The headline and the line under it said it already for a single file with no results.)
@@ -774,6 +779,15 @@ impl Accum {
         Some(format!("[{n} {files} could not be searched: {}{more}]", examples.join("; ")))
     }
 
+    /// How many files had results.
+    fn files_matched(&self) -> usize {
+        match self.mode {
+            Mode::FilesWithMatches => self.listed.len(),
+            Mode::Count => self.counts.len(),
+            Mode::Content => self.content.total_files,
+        }
+    }
+
     /// Write the results into `text`; false when nothing matched.
     fn render(&mut self, shown: &Path, real: &Path, context: bool, text: &mut String, truncated: &mut bool) -> bool {
         let show = |p: &Path| super::path_line(&walk::shown_path(shown, real, p));
@@ -910,6 +924,37 @@ fn elsewhere(
     }
     text.push_str("\nSearch there: path set to one of them, or left out for the whole workspace.");
     Some(text)
+}
+
+/// A note after a case-sensitive search in lower case (`error`) that found fewer files than the
+/// same search ignoring case: asked which logs mention "error in any letter case",
+/// Qwen2.5-Coder-1.5B grepped `error` without `case_insensitive` and answered with the one file
+/// of three it saw. A pattern with a capital letter is taken to mean its case, as ripgrep's
+/// smart case does.
+fn caseless_more(
+    ctx: &ToolContext<'_>,
+    args: &Args,
+    checked: &str,
+    dir: &Path,
+    filters: &Filters,
+    matched: usize,
+) -> Option<String> {
+    let multiline = args.multiline.unwrap_or(false);
+    let lower = args.pattern.chars().any(char::is_alphabetic) && !args.pattern.chars().any(char::is_uppercase);
+    if args.case_insensitive.is_some() || !lower {
+        return None;
+    }
+    let matcher = build_matcher(&args.pattern, checked, true, multiline).ok()?;
+    let searcher = searcher_builder(Mode::FilesWithMatches, 0, multiline);
+    let found =
+        walk::run(ctx.workspace, dir, filters, || GrepVisitor::new(&searcher, &matcher, Mode::FilesWithMatches))
+            .ok()?;
+    let all: usize = found.iter().map(|v| v.acc.listed.len()).sum();
+    let more = all.checked_sub(matched).filter(|&n| n > 0)?;
+    let (files, match_) = if more == 1 { ("file", "matches") } else { ("files", "match") };
+    Some(format!(
+        "[the search is case-sensitive; ignoring case, {more} more {files} {match_}: set \"case_insensitive\": true to include them]"
+    ))
 }
 
 /// The second line of an empty result: what was searched and skipped, and what might help.

@@ -163,6 +163,17 @@ fn check(index: usize, one: One, max_turns_limit: u32) -> Result<TaskSpec, ToolE
             ),
         ));
     }
+    if !prompt.contains(char::is_whitespace) && (prompt.starts_with('/') || prompt.contains('*')) {
+        // Qwen2.5-Coder-1.5B gave `/ws/tests/*.ts` as the prompt of "have a subagent list the
+        // test files", in 2 of 2 probe runs.
+        return Err(ToolError::new(
+            ErrorCode::NotSelfContained,
+            format!(
+                "the prompt{which} {prompt:?} is a path, not a task: the subagent is a model that reads the prompt as its instructions, and sees none of this conversation. Say in words what it is to do, with the paths it needs, and what to report back, e.g. {example}. No subagent was started.",
+                example = serde_json::json!({"prompt": format!("List the files that match {prompt} (use glob) and report their paths."), "description": "List the files"}),
+            ),
+        ));
+    }
     if prompt.split_whitespace().count() < 4 {
         return Err(ToolError::new(
             ErrorCode::NotSelfContained,
