@@ -751,7 +751,17 @@ fn a_write_that_creates_a_file_on_a_task_that_asks_no_change_is_held_back_once()
         "{notes:?}"
     );
     // A write over a file that exists is not held (write's own rules apply), nor is a new file
-    // on a task that asks for one.
+    // no call was told is missing, nor one on a task that asks for it.
+    let s = f.store.create_session(&f.ws).unwrap();
+    f.run(
+        &s,
+        &format!("{write}\n{answer}\n"),
+        Op::Task("The operator accepted your plan. Carry it out now.".into()),
+        BUDGETS,
+    );
+    assert!(f.ws.join("utils.py").exists());
+    assert!(feedback(&s).is_empty());
+    std::fs::remove_file(f.ws.join("utils.py")).unwrap();
     let s = f.store.create_session(&f.ws).unwrap();
     let over = call("write", json!({"path": f.p("util.py"), "content": "x\n"}));
     f.run(&s, &format!("{over}\n{answer}\n"), Op::Task(task.into()), BUDGETS);

@@ -48,6 +48,8 @@ pub struct Steer {
     unchanged_since: HashSet<(String, String)>,
     /// What read showed of each file, the last read of each.
     seen: Vec<Seen>,
+    /// Paths a call of the run was told do not exist.
+    missing: HashSet<String>,
 }
 
 /// The key under which answers are kept among `unchanged_since`'s calls (no tool has it).
@@ -81,6 +83,7 @@ impl Steer {
             resample_repeats: config.resample_repeats,
             unchanged_since: HashSet::new(),
             seen: Vec::new(),
+            missing: HashSet::new(),
         }
     }
 
@@ -144,6 +147,12 @@ impl Steer {
                 None => {}
             }
         }
+        if let Err(e) = &outcome.result
+            && e.code == crate::tools::ErrorCode::NotFound
+            && let Some(path) = path_of(arguments)
+        {
+            self.missing.insert(path);
+        }
         self.calls += 1;
         self.ran_bash |= tool == "bash";
         self.changed |= outcome.mutated();
@@ -157,25 +166,23 @@ impl Steer {
     ///   change): in three of the four locate tasks of the 2026-12-06 run, the 1.5B model grepped
     ///   a file it guessed, was told that the file does not exist, and created it, with code it
     ///   made up;
-    /// - a call that would create a file (`creates`), on a task that asks for no change: told
-    ///   that `src/utils.py` does not exist and that `src/util.py` does, the same model wrote a
-    ///   `src/utils.py` of its own, in 4 of 4 conformance runs of "read it and list its
-    ///   functions".
+    /// - a call that would create a file (`creates`) that a call of the run was told does not
+    ///   exist, on a task that asks for no change: told that `src/utils.py` does not exist and
+    ///   that `src/util.py` does, the same model wrote a `src/utils.py` of its own, in 4 of 4
+    ///   conformance runs of "read it and list its functions". (Not any new file: "The operator
+    ///   accepted your plan. Carry it out now" names no change, and its writes must run.)
     pub fn hold_call(&mut self, task: Option<&str>, tool: &str, arguments: &str, creates: bool) -> Option<String> {
         let no_change = task.is_some_and(|t| !asks_for_change(t));
         let question = no_change && task.is_some_and(|t| t.contains('?'));
         if !self.checks || self.held_change || !no_change || !matches!(tool, "edit" | "write") {
             return None;
         }
-        if !question && !creates {
+        let path = path_of(arguments).unwrap_or_default();
+        if !question && !(creates && self.missing.contains(&path)) {
             return None;
         }
         self.held_change = true;
         self.must_act = true;
-        let path = serde_json::from_str::<serde_json::Value>(arguments)
-            .ok()
-            .and_then(|a| a.get("path").and_then(serde_json::Value::as_str).map(str::to_string))
-            .unwrap_or_default();
         Some(if question {
             format!(
                 "[note] The task asks a question, not for a change, so this {tool} of {path} was not run and nothing changed. Answer from what the workspace holds: to find where something is, grep for it with no path (the whole workspace), then read the file it names."
@@ -453,6 +460,13 @@ pub fn named_commands(task: &str) -> Vec<String> {
         }
     }
     found
+}
+
+/// A call's `path` argument.
+fn path_of(arguments: &str) -> Option<String> {
+    serde_json::from_str::<serde_json::Value>(arguments)
+        .ok()
+        .and_then(|a| a.get("path").and_then(serde_json::Value::as_str).map(str::to_string))
 }
 
 /// Whether a task asks for a change: one of the verbs people use for one, as a word.
