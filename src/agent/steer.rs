@@ -178,7 +178,8 @@ impl Steer {
             return None;
         }
         let path = path_of(arguments).unwrap_or_default();
-        if !question && !(creates && self.missing.contains(&path)) {
+        let missing_file = creates && self.missing.contains(&path);
+        if !question && !missing_file {
             return None;
         }
         self.held_change = true;
