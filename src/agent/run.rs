@@ -183,11 +183,15 @@ impl<'a, 'm> Agent<'a, 'm> {
         );
         // A run that continues after a call that failed (a resumed session, the conformance
         // recovery scenarios) is held to `run.act_after_error` as the turn after it would be.
-        if task.is_none() && self.last_call_failed()? {
-            steer.resume_after_error();
-        }
-        if task.is_none() && self.changed_before()? {
-            steer.continues_after_change();
+        if task.is_none() {
+            // One read of the log for both questions about what came before.
+            let events = self.setup.tools.session.events()?;
+            if last_call_failed(&events) {
+                steer.resume_after_error();
+            }
+            if changed_before(&events) {
+                steer.continues_after_change();
+            }
         }
 
         let prompt_sha256 = sha_hex(&self.messages[0].content);
@@ -540,24 +544,6 @@ impl<'a, 'm> Agent<'a, 'm> {
             .is_some_and(|r| std::fs::symlink_metadata(&r.real).is_err())
     }
 
-    /// Whether a call of the session so far may have changed something: an observation that
-    /// says so, or one whose result was lost.
-    fn changed_before(&self) -> Result<bool> {
-        let events = self.setup.tools.session.events()?;
-        Ok(events.iter().filter(|e| e.kind == EventKind::Observation.as_str()).any(|e| {
-            e.payload.get("mutated").and_then(Value::as_bool).unwrap_or(false) || e.payload.get("interrupted").is_some()
-        }))
-    }
-
-    /// Whether the session's last event of its conversation is a failed call's observation.
-    fn last_call_failed(&self) -> Result<bool> {
-        let events = self.setup.tools.session.events()?;
-        let last = events.iter().rev().find(|e| {
-            [EventKind::Observation, EventKind::ModelTurn, EventKind::Task].iter().any(|k| e.kind == k.as_str())
-        });
-        Ok(last.is_some_and(|e| e.kind == EventKind::Observation.as_str() && e.payload["ok"] == json!(false)))
-    }
-
     /// A reply as the turn it is, or why it is none (fed back to the model).
     fn parse_reply(&self, reply: &crate::model::Reply, answer_only: bool) -> Result<Turn, String> {
         if reply.cut_off
@@ -691,6 +677,23 @@ const MIN_OUTPUT_CHARS: usize = 2_000;
 struct Counters {
     turns: u32,
     tokens: u64,
+}
+
+/// Whether a call of the session so far may have changed something: an observation that says
+/// so, or one whose result was lost.
+fn changed_before(events: &[crate::store::StoredEvent]) -> bool {
+    events.iter().filter(|e| e.kind == EventKind::Observation.as_str()).any(|e| {
+        e.payload.get("mutated").and_then(Value::as_bool).unwrap_or(false) || e.payload.get("interrupted").is_some()
+    })
+}
+
+/// Whether the session's last event of its conversation is a failed call's observation.
+fn last_call_failed(events: &[crate::store::StoredEvent]) -> bool {
+    let last = events
+        .iter()
+        .rev()
+        .find(|e| [EventKind::Observation, EventKind::ModelTurn, EventKind::Task].iter().any(|k| e.kind == k.as_str()));
+    last.is_some_and(|e| e.kind == EventKind::Observation.as_str() && e.payload["ok"] == json!(false))
 }
 
 fn wall_msg(b: Budgets) -> String {
