@@ -206,6 +206,11 @@ pub struct RunConfig {
     /// with some randomness (a fixed seed per try), before it is run (0: off). Under greedy
     /// decoding small models otherwise make the same failing call again and again.
     pub resample_repeats: u32,
+    /// On a task that asks for a change, until a call of the run wrote a file (or ran a command
+    /// the task does not name), a final answer is set aside and the turn asked for again as a
+    /// call, up to this many times a run (0: off). Small models answer with the change they
+    /// mean, or give up, after one read; sent back with a note they repeat the same answer.
+    pub act_until_change: u32,
 }
 
 impl Default for RunConfig {
@@ -220,6 +225,7 @@ impl Default for RunConfig {
             act_after_error: 3,
             check_answers: true,
             resample_repeats: 2,
+            act_until_change: 3,
         }
     }
 }
@@ -370,6 +376,7 @@ impl Config {
         c.run.act_after_error = self.run.act_after_error;
         c.run.check_answers = self.run.check_answers;
         c.run.resample_repeats = self.run.resample_repeats;
+        c.run.act_until_change = self.run.act_until_change;
         c
     }
 

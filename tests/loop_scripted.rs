@@ -469,7 +469,9 @@ fn after_a_call_that_failed_or_found_nothing_the_next_turn_must_act_until_three_
 
 #[test]
 fn an_answer_that_claims_a_change_no_call_made_is_sent_back_once() {
-    let f = Fixture::new();
+    let mut f = Fixture::new();
+    // The notes, without answers set aside for a call (`run.act_until_change`, tested below).
+    f.config.run.act_until_change = 0;
     let read = call("read", json!({"path": f.p("notes.txt")}));
     let fixed = "{\"answer\": \"I fixed the typo in notes.txt.\", \"status\": \"done\"}";
 
@@ -671,7 +673,8 @@ fn done_after_a_change_without_running_the_command_the_task_names_is_sent_back_o
 
 #[test]
 fn giving_up_without_running_the_command_the_task_names_is_sent_back_once() {
-    let f = Fixture::new();
+    let mut f = Fixture::new();
+    f.config.run.act_until_change = 0;
     let read = call("read", json!({"path": f.p("notes.txt")}));
     let give_up = "{\"answer\": \"The file cannot be read.\", \"status\": \"gave_up\"}";
     let s = f.store.create_session(&f.ws).unwrap();
@@ -688,6 +691,99 @@ fn giving_up_without_running_the_command_the_task_names_is_sent_back_once() {
     let notes = feedback(&s);
     assert_eq!(notes.len(), 1, "{notes:?}");
     assert!(notes[0].contains("gave up without running `python3 main.py`"), "{notes:?}");
+}
+
+/// `run.act_until_change`: on a task that asks for a change, an answer given before anything
+/// was written is set aside and the turn asked for again as a call; a run of a command the
+/// task names is a check, not the change. After a write, or three answers set aside, answers
+/// are judged as before. A question keeps its answer.
+#[test]
+fn an_answer_before_any_change_is_set_aside_for_a_call() {
+    let f = Fixture::new();
+    let read = call("read", json!({"path": f.p("notes.txt")}));
+    let give_up = "{\"answer\": \"The file is not readable due to a permission issue.\", \"status\": \"gave_up\"}";
+    let edit = call("edit", json!({"path": f.p("notes.txt"), "old_string": "beta", "new_string": "gamma"}));
+    let done = "{\"answer\": \"Done.\", \"status\": \"done\"}";
+    let s = f.store.create_session(&f.ws).unwrap();
+    let task = "Change beta to gamma in notes.txt.";
+    let events = f.run(&s, &format!("{read}\n{give_up}\n{edit}\n{done}\n"), Op::Task(task.into()), BUDGETS);
+    assert_eq!(end(&events), (StopReason::Done, "the model gave its final answer".into(), Some("Done.".into())));
+    assert_eq!(std::fs::read_to_string(f.ws.join("notes.txt")).unwrap(), "alpha\ngamma\n");
+    let stored = s.events().unwrap();
+    let turns: Vec<&serde_json::Value> = stored.iter().filter(|e| e.kind == "model_turn").map(|e| &e.payload).collect();
+    // The give-up is kept in the turn's record, the call made in its place is the turn, and
+    // the model sees only the call: no note to repeat.
+    assert_eq!(turns.len(), 3);
+    assert_eq!(turns[1]["kind"], "call");
+    assert_eq!(turns[1]["call_only"], true);
+    assert_eq!(turns[1]["set_aside"], json!([give_up]));
+    assert!(turns[1]["feedback"].is_null());
+    let rebuilt = abhed::agent::history::rebuild(&stored);
+    assert!(!rebuilt.messages.iter().any(|m| m.content.contains("permission issue")));
+
+    // At most three a run; then the answer is judged as before (a give-up after calls that all
+    // worked is sent back once with a note, and then stands).
+    let s = f.store.create_session(&f.ws).unwrap();
+    let script = format!("{read}\n{give_up}\n{read}\n{read}\n{read}\n{give_up}\n{give_up}\n");
+    let events = f.run(&s, &script, Op::Task("Change alpha to omega in notes.txt.".into()), BUDGETS);
+    assert_eq!(end(&events).0, StopReason::GaveUp);
+    let asides: Vec<usize> = s
+        .events()
+        .unwrap()
+        .iter()
+        .filter(|e| e.kind == "model_turn")
+        .map(|e| e.payload["set_aside"].as_array().map_or(0, Vec::len))
+        .collect();
+    assert_eq!(asides.iter().filter(|&&n| n > 0).count(), 3, "{asides:?}");
+
+    // Running the command the task names is not the change: the give-up after it is set aside.
+    let s = f.store.create_session(&f.ws).unwrap();
+    let run = call("bash", json!({"command": "python3 main.py", "description": "run it"}));
+    let script = format!("{run}\n{give_up}\n{read}\n{done}\n");
+    let events = f.run(&s, &script, Op::Task("python3 main.py fails; fix it.".into()), BUDGETS);
+    let aside = s
+        .events()
+        .unwrap()
+        .iter()
+        .filter(|e| e.kind == "model_turn")
+        .filter(|e| !e.payload["set_aside"].is_null())
+        .count();
+    assert_eq!(aside, 1, "{:?}", end(&events));
+
+    // A question keeps its first answer.
+    let s = f.store.create_session(&f.ws).unwrap();
+    let answer = "{\"answer\": \"beta\", \"status\": \"done\"}";
+    let events =
+        f.run(&s, &format!("{read}\n{answer}\n"), Op::Task("What is the second line of notes.txt?".into()), BUDGETS);
+    assert_eq!(end(&events).2.as_deref(), Some("beta"));
+}
+
+/// An answer that only repeats what a note or a tool's error said is sent back once, with the
+/// task quoted; the next answer stands.
+#[test]
+fn an_answer_that_echoes_a_note_is_sent_back_with_the_task() {
+    let f = Fixture::new();
+    let missing = call("read", json!({"path": f.p("orders.go")}));
+    let echo = "{\"answer\": \"Use glob to list what exists.\", \"status\": \"done\"}";
+    let grep = call("grep", json!({"pattern": "beta"}));
+    let answer = "{\"answer\": \"notes.txt\", \"status\": \"done\"}";
+    let s = f.store.create_session(&f.ws).unwrap();
+    let task = "Which file holds the word beta?";
+    let events = f.run(&s, &format!("{missing}\n{grep}\n{echo}\n{answer}\n"), Op::Task(task.into()), BUDGETS);
+    assert_eq!(end(&events).2.as_deref(), Some("notes.txt"));
+    let notes = feedback(&s);
+    assert_eq!(
+        notes,
+        [format!("[note] Your answer repeats what a tool or note said; it does not answer the task. The task: {task}")]
+    );
+
+    // Before the note, the turn is asked for again: a reply that answers stands, with no note.
+    let s = f.store.create_session(&f.ws).unwrap();
+    let events = f.run(&s, &format!("{missing}\n{grep}\n{echo}\n#retry {answer}\n"), Op::Task(task.into()), BUDGETS);
+    assert_eq!(end(&events).2.as_deref(), Some("notes.txt"));
+    assert!(feedback(&s).is_empty());
+    let last = s.events().unwrap().into_iter().rfind(|e| e.kind == "model_turn").unwrap();
+    assert_eq!(last.payload["set_aside"], json!([echo]));
 }
 
 #[test]

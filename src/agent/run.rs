@@ -146,6 +146,31 @@ impl<'a, 'm> Agent<'a, 'm> {
         }
     }
 
+    /// The turn of `req` asked for again, decoded with `vary` (see [`TurnRequest::vary`]) and
+    /// as a call only where `call_only`; charged to `counters`. `None` where the model gave no
+    /// reply (Ctrl-C, the deadline, a fault).
+    fn ask_again(
+        &mut self,
+        counters: &mut Counters,
+        a: Again,
+        vary: u32,
+        call_only: bool,
+    ) -> Option<crate::model::Reply> {
+        let req = TurnRequest {
+            messages: &self.messages,
+            max_tokens: a.max_tokens,
+            cancel: &self.setup.cancel,
+            deadline: a.deadline,
+            answer_only: a.answer_only,
+            call_only,
+            vary,
+            on_token: None,
+        };
+        let other = self.model.complete(&req).ok()?;
+        self.charge(counters, u64::from(other.usage.evaluated_tokens) + u64::from(other.usage.generated_tokens));
+        Some(other)
+    }
+
     /// Characters of tool output the context window can take after this turn's messages and one
     /// reply, with room to spare for the result's framing; `None` when the model cannot count.
     fn output_budget(&self, reply_tokens: u32) -> Option<usize> {
@@ -359,6 +384,9 @@ impl<'a, 'm> Agent<'a, 'm> {
             // back, is asked for again with some randomness before it counts
             // (`run.resample_repeats`); the replies set aside are kept in the turn's record.
             let mut set_aside = Vec::new();
+            let mut call_only = call_only;
+            // What a turn asked for again is asked with: the turn's own request but for `vary`.
+            let again = Again { max_tokens: budgets.max_reply_tokens, deadline, answer_only };
             let mut tries = 0;
             while let Ok(turn) = &parsed
                 && !answer_only
@@ -366,14 +394,9 @@ impl<'a, 'm> Agent<'a, 'm> {
                 && tries < steer.resample_tries()
             {
                 tries += 1;
-                let again = TurnRequest { vary: tries, on_token: None, ..req };
-                // A try that fails (Ctrl-C, the deadline, a fault) leaves the first reply to run;
-                // the next turn's request meets the same condition and reports it.
-                let Ok(other) = self.model.complete(&again) else { break };
-                self.charge(
-                    &mut counters,
-                    u64::from(other.usage.evaluated_tokens) + u64::from(other.usage.generated_tokens),
-                );
+                // A try that fails (Ctrl-C, the deadline, a fault) leaves the reply there is to
+                // stand; the next turn's request meets the same condition and reports it.
+                let Some(other) = self.ask_again(&mut counters, again, tries, call_only) else { break };
                 let other_parsed = self.parse_reply(&other, answer_only);
                 let fresh = other_parsed.as_ref().is_ok_and(|t| !steer.repeats(t));
                 if fresh {
@@ -394,6 +417,48 @@ impl<'a, 'm> Agent<'a, 'm> {
                 let call = ToolCall { name: "edit".into(), arguments };
                 from_answer = Some(history::from_answer_record(&call));
                 parsed = Ok(Turn::Call(call));
+            }
+            // Else, on a task that asks for a change and before anything was written, the answer
+            // is set aside and the turn asked for again as a call (`run.act_until_change`).
+            if let Ok(Turn::Answer { .. }) = &parsed
+                && from_answer.is_none()
+                && !answer_only
+                && steer.answer_becomes_call(self.current_task.as_deref(), blocked())
+            {
+                for vary in 0..2 {
+                    let Some(other) = self.ask_again(&mut counters, again, vary, true) else { break };
+                    let other_parsed = self.parse_reply(&other, answer_only);
+                    // A call made since the last change would meet the same result: once more.
+                    let repeats = other_parsed.as_ref().is_ok_and(|t| steer.repeats(t));
+                    set_aside.push(std::mem::replace(&mut reply, other).text);
+                    parsed = other_parsed;
+                    call_only = true;
+                    if !repeats {
+                        break;
+                    }
+                }
+            }
+            // A call the steer would hold back with a note, or an answer that only repeats what
+            // Abhed said, is asked for again before the note: the 1.5B model gives a note's own
+            // words as its final answer (`steer::hold_call`, `steer::echoes`).
+            for vary in 1..=2 {
+                let notes = match &parsed {
+                    Ok(Turn::Call(c)) if from_answer.is_none() => {
+                        let creates = self.creates_file(&c.name, &c.arguments);
+                        steer.holds(self.current_task.as_deref(), &c.name, &c.arguments, creates).is_some()
+                    }
+                    Ok(Turn::Answer { text, .. }) if !answer_only => steer.echoes(text),
+                    _ => false,
+                };
+                if !notes {
+                    break;
+                }
+                let as_call = matches!(parsed, Ok(Turn::Call(_)));
+                let Some(other) = self.ask_again(&mut counters, again, vary, call_only || as_call) else { break };
+                let other_parsed = self.parse_reply(&other, answer_only);
+                set_aside.push(std::mem::replace(&mut reply, other).text);
+                parsed = other_parsed;
+                call_only |= as_call;
             }
             let (kind, feedback) = match &parsed {
                 Ok(Turn::Call(_)) if from_answer.is_some() => (TurnKind::Call, None),
@@ -493,7 +558,7 @@ impl<'a, 'm> Agent<'a, 'm> {
                             );
                         }
                     };
-                    steer.after_call(&call.name, &call.arguments, &outcome);
+                    steer.after_call(self.current_task.as_deref(), &call.name, &call.arguments, &outcome);
                     // The approval decisions the call met, recorded between its action and its
                     // observation, go to the live stream too.
                     let between = self.setup.tools.session.events_between(outcome.action_seq, outcome.observation_seq);
@@ -672,6 +737,14 @@ const OUTPUT_MARGIN_TOKENS: u32 = 256;
 /// A result is never cut below this: the model needs something to go on, and compaction makes
 /// room before the next turn.
 const MIN_OUTPUT_CHARS: usize = 2_000;
+
+/// A turn's request as it is asked for again (`Agent::ask_again`).
+#[derive(Clone, Copy)]
+struct Again {
+    max_tokens: u32,
+    deadline: Option<Instant>,
+    answer_only: bool,
+}
 
 #[derive(Default)]
 struct Counters {

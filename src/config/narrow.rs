@@ -74,6 +74,7 @@ pub(super) const RULES: &[(&str, &str, Rule)] = &[
     ("run", "act_after_error", Rule::UserOnly(MODEL)),
     ("run", "check_answers", Rule::UserOnly(MODEL)),
     ("run", "resample_repeats", Rule::UserOnly(MODEL)),
+    ("run", "act_until_change", Rule::UserOnly(MODEL)),
     ("task", "max_concurrent", Rule::Lower),
     ("task", "max_turns", Rule::Lower),
     ("task", "summary_tokens", Rule::Lower),

@@ -636,7 +636,7 @@ impl LlamaSession<'_> {
             // at `max_tokens`; the loop reads it as cut off and says why (`repeat`).
             let looping = out.tokens.is_multiple_of(LOOP_CHECK_EVERY) && {
                 let text = String::from_utf8_lossy(&bytes);
-                super::repeat::looping_block(&text).is_some() || super::repeat::pasted_read_header(&text).is_some()
+                super::repeat::looping_block(&text).is_some() || super::repeat::stop_at_pasted_header(&text)
             };
             if out.tokens >= req.max_tokens || looping {
                 out.cut_off = true;

@@ -50,6 +50,17 @@ pub fn pasted_read_header(text: &str) -> Option<&str> {
     Some(&line[..=close])
 }
 
+/// Whether a reply that pastes read's header is to be stopped now: not where the header opens
+/// write's `content`, which write takes with the header and line numbers left out (the model
+/// means the whole file); anywhere else the rest of the reply is wasted.
+pub fn stop_at_pasted_header(text: &str) -> bool {
+    if pasted_read_header(text).is_none() {
+        return false;
+    }
+    let before = text[..text.find("[read /").unwrap_or(0)].trim_end_matches('"').trim_end();
+    !before.ends_with("\"content\":")
+}
+
 /// The lines of `text` that a break ends, trimmed.
 fn complete_lines(text: &str) -> Vec<&str> {
     let mut lines = Vec::new();
@@ -118,6 +129,13 @@ mod tests {
         // A path in brackets, or a word "read", is not read's header.
         assert_eq!(pasted_read_header("[read /ws/notes.txt first]\nthen sha256 · it"), None);
         assert_eq!(pasted_read_header("I read /ws/stats.c · sha256 is shown"), None);
+        // As write's content it runs on (write takes it), anywhere else it stops.
+        assert!(!stop_at_pasted_header(text));
+        assert!(!stop_at_pasted_header(&text.replace("\"content\": ", "\"content\":")));
+        assert!(stop_at_pasted_header(&text.replace("\"content\"", "\"new_string\"")));
+        assert!(stop_at_pasted_header(
+            "Here is the file:\n[read /ws/a.c · sha256 9d8ad0e66d9c · 2 lines · full]\n1\tx"
+        ));
     }
 
     #[test]

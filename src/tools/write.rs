@@ -49,11 +49,11 @@ impl Tool for Write {
     fn run(&self, ctx: &ToolContext<'_>, args: Value) -> ToolResult {
         let args: Args = super::parse_args(self.name(), args)?;
         let path = ctx.workspace.resolve("path", &args.path)?;
-        pasted_read_output(&args.content, &path.shown)?;
+        let unpasted = pasted_read_output(&args.content, &path.shown)?;
         let shown = path.shown.as_path();
         let real = path.real.as_path();
         crate::approval::gate::path(ctx, self.name(), shown, real)?;
-        let new = args.content.as_bytes();
+        let new = unpasted.as_deref().unwrap_or(&args.content).as_bytes();
         // What this session knew when the call began: the check below is against it, so a
         // change made while the call runs (another call, the guest) is never overwritten.
         let known = ctx.session.last_read(real).map_err(ToolFailure::Internal)?;
@@ -105,12 +105,15 @@ impl Tool for Write {
             && old.as_slice() == new
         {
             let sha = fsutil::sha256_hex(new);
-            let text = format!(
+            let mut text = format!(
                 "Unchanged: {} already has exactly this content ({} bytes, sha256 {}); nothing was written.",
                 shown.display(),
                 new.len(),
                 fsutil::short(&sha)
             );
+            if unpasted.is_some() {
+                text.push_str(UNPASTED_NOTE);
+            }
             return Ok(ToolOutput { file: Some(FileIdentity::new(shown, sha)), ..ToolOutput::new(text) });
         }
 
@@ -149,15 +152,29 @@ impl Tool for Write {
         if let Some(note) = fsutil::moved_note(&dir, ctx.workspace, &name) {
             text.push_str(&note);
         }
+        if unpasted.is_some() {
+            text.push_str(UNPASTED_NOTE);
+        }
         Ok(ToolOutput { mutated: true, file: Some(FileIdentity::new(shown, sha)), ..ToolOutput::new(text) })
     }
 }
 
-/// Refuses content that starts with read's header: Qwen2.5-Coder-1.5B wrote read's whole output,
-/// header and line numbers, as a file's new content. No file begins with that header by
-/// accident; one that must can be written with bash.
-fn pasted_read_output(content: &str, shown: &Path) -> Result<(), ToolFailure> {
-    let Some(first) = super::read::header_prefix(content.lines().next().unwrap_or_default()) else { return Ok(()) };
+/// Content that starts with read's header: Qwen2.5-Coder-1.5B wrote read's whole output, header
+/// and `N\t` line numbers, as a file's new text when it meant to rewrite the file (at least 4
+/// of the suite's first 20 tasks, 2026-12-06). With every line numbered the text is plain:
+/// `Some(text)` without the header and numbers, which is what is written (and said). Without
+/// numbers on every line the text is not certain, and the call is refused. No file begins
+/// with that header by accident; one that must can be written with bash.
+fn pasted_read_output(content: &str, shown: &Path) -> Result<Option<String>, ToolFailure> {
+    let Some(first) = super::read::header_prefix(content.lines().next().unwrap_or_default()) else { return Ok(None) };
+    // What follows the header; the first line number may be glued to it (`…· full]1\t…`).
+    let after = &content[first.len()..];
+    let body = after.strip_prefix('\n').unwrap_or(after);
+    if !body.trim().is_empty()
+        && let Some(text) = super::edit::strip_line_numbers(body)
+    {
+        return Ok(Some(text));
+    }
     let rest = content.split_once('\n').map_or("", |(_, rest)| rest);
     let numbered = rest.trim().is_empty() || super::edit::strip_line_numbers(rest).is_some();
     let numbers = if numbered { " and every line with read's line number and a tab (`12\\t`)" } else { "" };
@@ -172,6 +189,9 @@ fn pasted_read_output(content: &str, shown: &Path) -> Result<(), ToolFailure> {
     )
     .into())
 }
+
+/// What the result says when the content was read's output with the header and numbers left out.
+const UNPASTED_NOTE: &str = " The content began with read's header line and every line with read's line number and a tab: those are read's, not the file's, so they were left out, and the file holds the text after them.";
 
 /// Overwrite is allowed only over the version this session last read (`known`). Returns the
 /// current content and its sha256.
