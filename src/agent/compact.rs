@@ -28,6 +28,22 @@ const MARKER: &str = "\n\n# Earlier work, compacted\n";
 
 const SUMMARISER: &str = "You summarise the earlier part of a coding agent's work so that the agent can continue without it. Write what was done, what was found (file paths, names, values, errors and their fixes), and what remains. Be specific and brief. Reply with one JSON object: {\"answer\": \"THE SUMMARY\", \"status\": \"done\"}.";
 
+/// How fast the model has been on this machine, from its latest turns: the summary is made by
+/// the model only where it can be done in time.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Pace {
+    pub prompt_ms_per_token: f64,
+    pub generate_ms_per_token: f64,
+}
+
+impl Pace {
+    /// The time a turn of `prompt` tokens and `reply` tokens takes at this pace.
+    fn estimate(&self, prompt: u32, reply: u32) -> std::time::Duration {
+        let ms = f64::from(prompt) * self.prompt_ms_per_token + f64::from(reply) * self.generate_ms_per_token;
+        std::time::Duration::from_millis(ms as u64)
+    }
+}
+
 /// Whether the conversation should be compacted before the next turn: `Some((prompt tokens,
 /// n_ctx))` when it should.
 pub fn needed(model: &dyn Model, messages: &[Message], reply_tokens: u32) -> Result<Option<(u32, u32)>, ModelError> {
@@ -52,6 +68,7 @@ pub fn compact(
     messages: &[Message],
     cancel: &Cancel,
     deadline: Option<std::time::Instant>,
+    pace: Option<Pace>,
 ) -> Result<Option<Compacted>, ModelError> {
     // [system, task, (assistant, user)*]: keep the head two and a tail that starts with an
     // assistant message.
@@ -73,7 +90,7 @@ pub fn compact(
         Some((task, rest)) => (task.to_string(), Some(rest.to_string())),
         None => (messages[1].content.clone(), None),
     };
-    let (summary, usage, by_model) = summarise(model, schema, previous.as_deref(), middle, cancel, deadline)?;
+    let (summary, usage, by_model) = summarise(model, schema, previous.as_deref(), middle, cancel, deadline, pace)?;
     let plan_doc = plan::current(session).map_err(ModelError::Fault)?;
     let todos: Option<Vec<todo::Item>> =
         session.state(todo::STATE_KEY).map_err(ModelError::Fault)?.and_then(|v| serde_json::from_value(v).ok());
@@ -106,8 +123,10 @@ pub fn compact(
     Ok(Some(Compacted { messages: out, record, usage }))
 }
 
-/// The model's summary of `middle`; when its reply is unusable, a mechanical one (the calls and
-/// the first line of each result), said to be so.
+/// The model's summary of `middle`; when its reply is unusable, or would take more than half of
+/// the time left at the model's `pace`, a mechanical one (the calls and the first line of each
+/// result), said to be so. On 2 cores the 1.5B model takes some 100 s to read and summarise 5k
+/// tokens: three of the suite's 300-second tasks ran out of time while compacting (2026-12-06).
 fn summarise(
     model: &mut dyn Model,
     schema: &TurnSchema,
@@ -115,7 +134,13 @@ fn summarise(
     middle: &[Message],
     cancel: &Cancel,
     deadline: Option<std::time::Instant>,
+    pace: Option<Pace>,
 ) -> Result<(String, Usage, bool), ModelError> {
+    let steps = |head: &str| {
+        let mut text = previous.map(|p| format!("{p}\n")).unwrap_or_default();
+        text.push_str(&mechanical(head, middle));
+        text
+    };
     let n_ctx = model.n_ctx().unwrap_or(u32::MAX);
     let mut per_message = MAX_CHARS_PER_MESSAGE;
     // Shrink each message's share until the summariser's prompt fits.
@@ -131,21 +156,24 @@ fn summarise(
         ];
         let size = model.count_tokens(&msgs)?.unwrap_or(0);
         if size + SUMMARY_TOKENS < n_ctx || per_message < 100 {
-            break msgs;
+            break (msgs, size);
         }
         per_message /= 2;
     };
+    let (request, size) = request;
+    if let (Some(deadline), Some(pace)) = (deadline, pace) {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if pace.estimate(size, SUMMARY_TOKENS) > left / 2 {
+            return Ok((steps(NO_TIME), Usage::default(), false));
+        }
+    }
     let req = TurnRequest { deadline, answer_only: true, ..TurnRequest::new(&request, SUMMARY_TOKENS, cancel) };
     let reply = model.complete(&req)?;
     match schema.parse(&reply.text) {
         Ok(Turn::Answer { text, .. }) if text.trim().chars().count() >= MIN_SUMMARY_CHARS && !reply.cut_off => {
             Ok((text, reply.usage, true))
         }
-        _ => {
-            let mut text = previous.map(|p| format!("{p}\n")).unwrap_or_default();
-            text.push_str(&mechanical(middle));
-            Ok((text, reply.usage, false))
-        }
+        _ => Ok((steps(UNUSABLE), reply.usage, false)),
     }
 }
 
@@ -163,9 +191,12 @@ fn transcript(middle: &[Message], limit: usize) -> String {
         .join("\n")
 }
 
-/// A summary without the model: each call, and the first line of what came back.
-fn mechanical(middle: &[Message]) -> String {
-    const HEAD: &str = "(the model's summary was unusable; this is a list of the earlier steps)";
+/// What a mechanical summary begins with: why it is one.
+const UNUSABLE: &str = "(the model's summary was unusable; this is a list of the earlier steps)";
+const NO_TIME: &str = "(a list of the earlier steps: a summary by the model would have taken more of the time left)";
+
+/// A summary without the model: `head`, then each call and the first line of what came back.
+fn mechanical(head: &str, middle: &[Message]) -> String {
     let first_line = |m: &Message| -> String {
         let line = m.content.lines().next().unwrap_or_default();
         let cut: String = line.chars().take(STEP_CHARS).collect();
@@ -199,7 +230,7 @@ fn mechanical(middle: &[Message]) -> String {
     // Never longer than half of what it replaces: the oldest steps go first.
     let budget = middle.iter().map(|m| m.content.len()).sum::<usize>() / 2;
     let mut kept: Vec<&String> = Vec::new();
-    let mut size = HEAD.len();
+    let mut size = head.len();
     for line in lines.iter().rev() {
         if size + line.len() + 1 > budget && !kept.is_empty() {
             break;
@@ -208,7 +239,7 @@ fn mechanical(middle: &[Message]) -> String {
         kept.push(line);
     }
     let omitted = lines.len() - kept.len();
-    let mut out = vec![HEAD.to_string()];
+    let mut out = vec![head.to_string()];
     if omitted > 0 {
         out.push(format!("({omitted} earlier steps left out)"));
     }
@@ -233,11 +264,29 @@ mod tests {
             middle.push(Message::new(Role::Assistant, "{"));
             middle.push(Message::new(Role::User, feedback));
         }
-        let s = mechanical(&middle);
+        let s = mechanical(UNUSABLE, &middle);
         let input: usize = middle.iter().map(|m| m.content.len()).sum();
         assert!(s.len() <= input / 2, "{} of {input}: {s}", s.len());
         assert!(s.contains("- called: {\n  got: [invalid reply] your reply was cut off"), "{s}");
         assert!(s.contains("(5 times in a row)"), "{s}");
+    }
+
+    /// A summary the model could not make in half the time left is not asked of it: the
+    /// script has no turn, so a call to the model would fail the test.
+    #[test]
+    fn no_summary_is_asked_of_a_model_too_slow_for_the_time_left() {
+        let mut model = crate::model::scripted::Scripted::parse(std::path::Path::new("t.script"), "").unwrap();
+        let schema = TurnSchema::new(&crate::tools::Registry::native());
+        let middle = vec![Message::new(Role::Assistant, "read a"), Message::new(Role::User, "x".repeat(4000))];
+        let deadline = Some(std::time::Instant::now() + std::time::Duration::from_secs(60));
+        let slow = Pace { prompt_ms_per_token: 20.0, generate_ms_per_token: 50.0 };
+        let (text, usage, by_model) =
+            summarise(&mut model, &schema, None, &middle, &Cancel::new(), deadline, Some(slow)).unwrap();
+        assert!(!by_model && text.starts_with(NO_TIME), "{text}");
+        assert_eq!(usage, Usage::default());
+        // With time enough, the model is asked (and this script's missing turn says so).
+        let fast = Pace { prompt_ms_per_token: 0.1, generate_ms_per_token: 0.1 };
+        assert!(summarise(&mut model, &schema, None, &middle, &Cancel::new(), deadline, Some(fast)).is_err());
     }
 
     #[test]
@@ -247,7 +296,7 @@ mod tests {
                 [Message::new(Role::Assistant, format!("read {i}")), Message::new(Role::User, format!("result {i}"))]
             })
             .collect();
-        let s = mechanical(&middle);
+        let s = mechanical(UNUSABLE, &middle);
         assert!(s.contains("earlier steps left out"), "{s}");
         assert!(s.ends_with("- called: read 39\n  got: result 39"), "{s}");
     }

@@ -72,6 +72,8 @@ pub struct Agent<'a, 'm> {
     repeats: history::RepeatCounter,
     /// The task of the current run, restated when the model must answer.
     current_task: Option<String>,
+    /// How fast the model has been (`compact::Pace`), from its latest turns.
+    pace: Option<compact::Pace>,
     /// Subagents running in the session (the parent's count, for a subagent).
     running: Arc<AtomicU32>,
 }
@@ -98,6 +100,7 @@ impl<'a, 'm> Agent<'a, 'm> {
             events,
             repeats: history::RepeatCounter::default(),
             current_task: None,
+            pace: None,
             running,
         };
         agent.emit(Event::Session {
@@ -143,6 +146,17 @@ impl<'a, 'm> Agent<'a, 'm> {
         counters.tokens += tokens;
         if let Some(link) = &self.setup.subagent {
             link.pool.charge(tokens);
+        }
+    }
+
+    /// Keep the model's pace from a turn's usage: enough tokens to time, and timed at all (the
+    /// scripted model and some endpoints report no times).
+    fn note_pace(&mut self, u: &crate::model::Usage) {
+        let per = |ms: u64, n: u32, min: u32| (n >= min && ms > 0).then(|| ms as f64 / f64::from(n));
+        let prompt = per(u.prompt_ms, u.evaluated_tokens, 32).or(self.pace.map(|p| p.prompt_ms_per_token));
+        let generate = per(u.generate_ms, u.generated_tokens, 8).or(self.pace.map(|p| p.generate_ms_per_token));
+        if let (Some(prompt_ms_per_token), Some(generate_ms_per_token)) = (prompt, generate) {
+            self.pace = Some(compact::Pace { prompt_ms_per_token, generate_ms_per_token });
         }
     }
 
@@ -372,6 +386,7 @@ impl<'a, 'm> Agent<'a, 'm> {
                 }
             };
             counters.turns += 1;
+            self.note_pace(&reply.usage);
             self.charge(
                 &mut counters,
                 u64::from(reply.usage.evaluated_tokens) + u64::from(reply.usage.generated_tokens),
@@ -428,6 +443,12 @@ impl<'a, 'm> Agent<'a, 'm> {
                 for vary in 0..2 {
                     let Some(other) = self.ask_again(&mut counters, again, vary, true) else { break };
                     let other_parsed = self.parse_reply(&other, answer_only);
+                    if matches!(other_parsed, Ok(Turn::Answer { .. })) {
+                        // An adapter that cannot hold a reply to a call (a server that ignores
+                        // it, the scripted model): the first answer stands, and is judged.
+                        set_aside.push(other.text);
+                        break;
+                    }
                     // A call made since the last change would meet the same result: once more.
                     let repeats = other_parsed.as_ref().is_ok_and(|t| steer.repeats(t));
                     set_aside.push(std::mem::replace(&mut reply, other).text);
@@ -655,6 +676,7 @@ impl<'a, 'm> Agent<'a, 'm> {
             &self.messages,
             &self.setup.cancel,
             deadline,
+            self.pace,
         );
         match result {
             Ok(None) => Ok(()),

@@ -55,8 +55,9 @@ pub struct Steer {
     replaced: u32,
     /// A call of the run wrote a file, or ran a command the task does not name.
     wrote: bool,
-    /// What Abhed itself said to the model this run (notes, the first line of each tool error,
-    /// plan and todo results): an answer made of these words echoes them.
+    /// What Abhed itself said to the model this run (notes, the first line of each tool error
+    /// and of the results of write, edit, plan and todo): an answer made of these words
+    /// echoes them.
     said: Vec<String>,
     sent_back_echo: bool,
 }
@@ -146,7 +147,13 @@ impl Steer {
         }
         match &outcome.result {
             Err(e) => self.said.push(e.message.lines().next().unwrap_or_default().to_string()),
-            Ok(out) if matches!(tool, "plan" | "todo") => self.said.push(out.text.clone()),
+            // Their first line is what the tool says it did; the rest is the model's own plan
+            // or list, or the file's lines. "The file was overwritten with the read's header
+            // line and every line with read's line number ..." was the 1.5B model's give-up
+            // after write's note said so; "Plan saved (version 1)." an answer.
+            Ok(out) if matches!(tool, "plan" | "todo" | "write" | "edit") => {
+                self.said.push(out.text.lines().next().unwrap_or_default().to_string());
+            }
             Ok(_) => {}
         }
         if outcome.mutated() {
@@ -695,7 +702,7 @@ mod tests {
     fn an_answer_made_of_a_notes_words_echoes_it() {
         let said = vec![
             "[note] The task asks a question, not for a change, so this write of /ws/a.ts was not run and nothing changed. Answer from what the workspace holds: to find where something is, grep for it with no path (the whole workspace), then read the file it names.".to_string(),
-            "Plan saved (version 1).\nGoal: x".to_string(),
+            "Plan saved (version 1).".to_string(),
         ];
         assert!(echoes(
             "To find where something is, grep for it with no path (the whole workspace), then read the file it names.",
@@ -706,6 +713,7 @@ mod tests {
         assert!(!echoes("normalize_sku is defined in /ws/invoicer/catalog/sku.py.", &said));
         assert!(!echoes("Nothing changed.", &said));
         assert!(!echoes("Plan saved.", &said));
+        assert!(!echoes("plan: write out.txt", &said), "the model's own plan is not a note");
     }
 
     #[test]

@@ -54,7 +54,7 @@ pub fn run(model: Option<&Path>, threads: Option<u32>, n_ctx: u32, json_out: boo
     let store = Store::open(&dir.path().join("bench.db")).map_err(internal)?;
     let session = store.create_session(&root).map_err(internal)?;
     let start = Instant::now();
-    let result = compact::compact(&mut s, &schema, &session, &messages, &Cancel::new(), None)
+    let result = compact::compact(&mut s, &schema, &session, &messages, &Cancel::new(), None, None)
         .map_err(|e| internal(e.into()))?
         .ok_or_else(|| Failure::internal(&anyhow::anyhow!("nothing to compact")))?;
     let ms = start.elapsed().as_millis();

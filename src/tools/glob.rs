@@ -173,6 +173,7 @@ fn glob(ctx: &ToolContext<'_>, args: &Args) -> Result<ToolOutput, ToolError> {
         }
         text.push_str(&note);
     }
+    ctx.fit_window(&mut text, &mut out.truncated, "Narrow the pattern or search a subdirectory with path.");
     out.text = text.trim_end_matches('\n').to_string();
     Ok(out)
 }

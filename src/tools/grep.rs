@@ -29,6 +29,9 @@ use crate::sandbox::confined::{Kind, Meta};
 
 /// files_with_matches and count: the most files listed.
 pub const MAX_FILES: usize = 1000;
+/// How a cut listing says to see the rest.
+const NARROW: &str =
+    "Narrow with glob (e.g. \"glob\": \"*.rs\"), a path to a subdirectory or file, or a more specific pattern.";
 /// content: the most matching lines shown in all.
 pub const MAX_MATCHES: usize = 100;
 /// content: the most lines (matches and context) shown for one file.
@@ -194,6 +197,7 @@ fn grep(ctx: &ToolContext<'_>, args: &Args) -> Result<ToolOutput, ToolError> {
     // (Before render, which takes content mode's files.)
     let matched = acc.files_matched();
     let found = acc.render(&target.shown, &target.real, context > 0, &mut text, &mut out.truncated);
+    ctx.fit_window(&mut text, &mut out.truncated, NARROW);
     let shown_pattern = walk::clip(pattern);
     let single_failed = is_file && !acc.failures.is_empty();
     if !found {
@@ -791,8 +795,6 @@ impl Accum {
     /// Write the results into `text`; false when nothing matched.
     fn render(&mut self, shown: &Path, real: &Path, context: bool, text: &mut String, truncated: &mut bool) -> bool {
         let show = |p: &Path| super::path_line(&walk::shown_path(shown, real, p));
-        const NARROW: &str =
-            "Narrow with glob (e.g. \"glob\": \"*.rs\"), a path to a subdirectory or file, or a more specific pattern.";
         match self.mode {
             Mode::FilesWithMatches => {
                 self.listed.sort_unstable_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));

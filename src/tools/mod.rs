@@ -55,6 +55,34 @@ impl ToolContext<'_> {
     pub fn output_cap(&self, own: usize) -> usize {
         self.output_budget.map_or(own, |b| b.min(own))
     }
+
+    /// Cut a rendered listing (glob's paths, grep's lines) to what the context window can take
+    /// now (`output_budget`), at a line's end, with a note that says so and how to see the rest
+    /// (`narrow`). Their own caps count items: a thousand paths of a big tree are some 15,000
+    /// tokens, and in the suite one glob of `**/**` ended a run as context_full (2026-12-07).
+    pub fn fit_window(&self, text: &mut String, truncated: &mut bool, narrow: &str) {
+        if let Some(budget) = self.output_budget {
+            *truncated |= fit_text(text, budget, narrow);
+        }
+    }
+}
+
+/// `text` cut to `budget` bytes at a line's end, with a note saying how much is shown and how
+/// to see the rest (`narrow`); whether it was cut.
+fn fit_text(text: &mut String, budget: usize, narrow: &str) -> bool {
+    if text.len() <= budget {
+        return false;
+    }
+    let lines = text.lines().count();
+    // Room for the note itself; after a line break is a character boundary, whatever came before.
+    let keep = budget.saturating_sub(300).min(text.len());
+    let cut = text.as_bytes()[..keep].iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+    text.truncate(cut);
+    let kept = text.lines().count();
+    text.push_str(&format!(
+        "[truncated: showing the first {kept} of {lines} lines, as much as the context window has room for now. {narrow}]\n"
+    ));
+    true
 }
 
 /// What the model sees after a successful call, plus the facts the envelope reports.
@@ -430,5 +458,27 @@ mod tests {
         assert_eq!(path_line(Path::new("/ws/a.rs")), "/ws/a.rs");
         assert_eq!(path_line(Path::new("/ws/new\nline.txt")), "/ws/new\\nline.txt");
         assert_eq!(path_line(Path::new("/ws/bell\u{7}")), "/ws/bell\\u0007");
+    }
+
+    /// A thousand paths of a big tree cut to the window's room, at a line's end, with the note;
+    /// a listing that fits is left alone.
+    #[test]
+    fn a_listing_longer_than_the_window_has_room_for_is_cut_with_a_note() {
+        let listing: String = (0..1000).map(|i| format!("/ws/src/módulo_{i:04}/file.py\n")).collect();
+        let mut text = listing.clone();
+        assert!(fit_text(&mut text, 2_000, "Narrow the pattern."));
+        assert!(text.len() <= 2_000, "{}", text.len());
+        let (body, note) = text.trim_end().rsplit_once('\n').unwrap();
+        assert!(listing.starts_with(&format!("{body}\n")));
+        let kept = body.lines().count();
+        assert_eq!(
+            note,
+            format!(
+                "[truncated: showing the first {kept} of 1000 lines, as much as the context window has room for now. Narrow the pattern.]"
+            )
+        );
+        let mut short = "/ws/a.py\n".to_string();
+        assert!(!fit_text(&mut short, 2_000, "x"));
+        assert_eq!(short, "/ws/a.py\n");
     }
 }

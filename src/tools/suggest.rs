@@ -70,9 +70,17 @@ pub fn not_found(ctx: &ToolContext<'_>, shown: &Path) -> ToolError {
     }
     let base = existing_ancestor(ws, &real)
         .map_or_else(|| ws.root().to_path_buf(), |(p, _)| fsutil::as_shown(shown, &real, &p));
-    let stem = name.as_deref().and_then(|n| n.split('.').next()).filter(|s| !s.is_empty()).unwrap_or("*");
+    // A name that is a pattern (`src/**/*.ts` given as a path) is searched for as one; a hidden
+    // name (`.env`) lists its directory, as glob skips hidden files; neither may become `**/**`,
+    // which lists the whole tree (a thousand paths in a big one).
+    let pattern = match name.as_deref() {
+        Some(n) if n.contains(['*', '?', '[']) => format!("**/{n}"),
+        Some(n) if n.starts_with('.') => "*".to_string(),
+        Some(n) => format!("**/{}*", n.split('.').next().filter(|s| !s.is_empty()).unwrap_or(n)),
+        None => "*".to_string(),
+    };
     msg.push_str(&format!(
-        " Use glob to list what exists, e.g. {{\"pattern\": \"**/{stem}*\", \"path\": \"{}\"}}.",
+        " Use glob to list what exists, e.g. {{\"pattern\": \"{pattern}\", \"path\": \"{}\"}}.",
         base.display()
     ));
     walk::bounded(ToolError::new(ErrorCode::NotFound, msg))
