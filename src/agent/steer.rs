@@ -135,11 +135,8 @@ impl Steer {
     pub fn after_call(&mut self, task: Option<&str>, tool: &str, arguments: &str, outcome: &CallOutcome) {
         if outcome.mutated() {
             // Running the command the task names checks; it is not the change the task asks.
-            let command = serde_json::from_str::<serde_json::Value>(arguments)
-                .ok()
-                .and_then(|a| a.get("command").and_then(|c| c.as_str().map(str::to_string)));
             let looks_only = tool == "bash"
-                && command.is_some_and(|c| {
+                && arg_of(arguments, "command").is_some_and(|c| {
                     looks_read_only(&c)
                         || task.map(named_commands).unwrap_or_default().iter().any(|n| c.contains(n.as_str()))
                 });
@@ -577,9 +574,14 @@ pub fn named_commands(task: &str) -> Vec<String> {
 
 /// A call's `path` argument.
 fn path_of(arguments: &str) -> Option<String> {
+    arg_of(arguments, "path")
+}
+
+/// A call's string argument `key`.
+fn arg_of(arguments: &str, key: &str) -> Option<String> {
     serde_json::from_str::<serde_json::Value>(arguments)
         .ok()
-        .and_then(|a| a.get("path").and_then(serde_json::Value::as_str).map(str::to_string))
+        .and_then(|a| a.get(key).and_then(serde_json::Value::as_str).map(str::to_string))
 }
 
 /// Whether a task asks for a change: one of the verbs people use for one, as a word.
