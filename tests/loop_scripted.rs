@@ -1010,3 +1010,95 @@ fn the_system_prompt_and_the_tool_definitions_are_the_snapshot() {
         path.display()
     );
 }
+
+/// "done" while the command the task names failed when last run, with nothing changed since,
+/// is sent back (twice at most) with the lines of its output that name the fault; after a
+/// change it is not (the command has not run on the change); a question's answer stands.
+#[test]
+fn an_answer_while_the_named_check_still_fails_is_sent_back_with_its_error() {
+    let mut f = Fixture::new();
+    f.config.run.act_until_change = 0;
+    std::fs::write(f.ws.join("main.py"), "from helper import missing_name\nprint(missing_name)\n").unwrap();
+    std::fs::write(f.ws.join("helper.py"), "present_name = 1\n").unwrap();
+    let run = call("bash", json!({"command": "python3 main.py", "description": "run it"}));
+    let read = call("read", json!({"path": f.p("main.py")}));
+    let done = "{\"answer\": \"Done.\", \"status\": \"done\"}";
+    let task = "python3 main.py fails; fix it.";
+    let s = f.store.create_session(&f.ws).unwrap();
+    let script = format!("{run}\n{done}\n{read}\n{done}\n{read}\n{done}\n");
+    let events = f.run(&s, &script, Op::Task(task.into()), BUDGETS);
+    assert_eq!(end(&events).2.as_deref(), Some("Done."));
+    let notes = feedback(&s);
+    assert_eq!(notes.len(), 2, "{notes:?}");
+    assert!(
+        notes[0].starts_with(
+            "[note] `python3 main.py`, which the task names, failed the last time you ran it (exit code 1), and no call has changed anything since, so the task is not done. It said:\n"
+        ),
+        "{notes:?}"
+    );
+    assert!(notes[0].contains("ImportError: cannot import name 'missing_name' from 'helper'"), "{notes:?}");
+    // (After the failed run the next turn must be a call: the scripted model answers anyway.)
+    assert_eq!(call_only_flags(&s), [true, true, true, false, true, false]);
+
+    // A give-up after the failure is sent back once, saying when giving up is right.
+    let give_up = "{\"answer\": \"It cannot be fixed.\", \"status\": \"gave_up\"}";
+    let s = f.store.create_session(&f.ws).unwrap();
+    let events = f.run(&s, &format!("{run}\n{give_up}\n{read}\n{give_up}\n"), Op::Task(task.into()), BUDGETS);
+    assert_eq!(end(&events).0, StopReason::GaveUp);
+    let notes = feedback(&s);
+    assert_eq!(notes.len(), 1, "{notes:?}");
+    assert!(notes[0].contains("Give up only if what fails is outside the workspace"), "{notes:?}");
+
+    // An edit after the failed run: the check is not known to fail any more.
+    let edit = call(
+        "edit",
+        json!({"path": f.p("main.py"), "old_string": "missing_name", "new_string": "present_name", "replace_all": true}),
+    );
+    let s = f.store.create_session(&f.ws).unwrap();
+    f.run(&s, &format!("{run}\n{read}\n{edit}\n{done}\n{done}\n"), Op::Task(task.into()), BUDGETS);
+    let notes = feedback(&s);
+    assert!(notes.iter().all(|n| !n.contains("failed the last time")), "{notes:?}");
+
+    // A question about the failure is answered, not sent back.
+    std::fs::write(f.ws.join("main.py"), "from helper import missing_name\n").unwrap();
+    let why = "{\"answer\": \"helper.py has no missing_name.\", \"status\": \"done\"}";
+    let s = f.store.create_session(&f.ws).unwrap();
+    let events = f.run(&s, &format!("{run}\n{why}\n"), Op::Task("Why does python3 main.py fail?".into()), BUDGETS);
+    assert_eq!(end(&events).2.as_deref(), Some("helper.py has no missing_name."));
+    assert!(feedback(&s).is_empty());
+}
+
+/// An answer that tells the operator how to do the rest, after a change, is sent back once; one
+/// whose text of the file is the file as the calls left it says what was done, and stands.
+#[test]
+fn an_answer_telling_how_to_do_the_rest_is_sent_back_once() {
+    let f = Fixture::new();
+    let read = call("read", json!({"path": f.p("notes.txt")}));
+    let edit = call("edit", json!({"path": f.p("notes.txt"), "old_string": "beta", "new_string": "gamma"}));
+    let how =
+        "{\"answer\": \"To finish, you need to open the file and replace alpha with omega.\", \"status\": \"done\"}";
+    let task = "Replace beta with gamma and alpha with omega in notes.txt.";
+    let s = f.store.create_session(&f.ws).unwrap();
+    let events = f.run(&s, &format!("{read}\n{edit}\n{how}\n{read}\n{how}\n"), Op::Task(task.into()), BUDGETS);
+    assert_eq!(end(&events).0, StopReason::Done);
+    let notes = feedback(&s);
+    assert_eq!(
+        notes,
+        [
+            "[note] Your answer tells someone how to do the task, but nobody else will do it: the changes are yours to make, with tool calls. Make the call for the first step of it that is not done yet. If every step is done already, answer again with what you changed."
+        ]
+    );
+    assert_eq!(call_only_flags(&s), [true, false, false, true, false]);
+
+    std::fs::write(f.ws.join("notes.txt"), "alpha\nbeta\n").unwrap();
+    let shown = json!({"answer": "You need to edit the file. Here is the updated content:\n```\nalpha\ngamma\n```", "status": "done"});
+    let s = f.store.create_session(&f.ws).unwrap();
+    let events = f.run(
+        &s,
+        &format!("{read}\n{edit}\n{shown}\n"),
+        Op::Task("Change beta to gamma in notes.txt.".into()),
+        BUDGETS,
+    );
+    assert_eq!(end(&events).0, StopReason::Done);
+    assert!(feedback(&s).is_empty());
+}

@@ -120,9 +120,25 @@ pub(super) fn code_blocks(text: &str) -> Vec<Vec<&str>> {
     blocks
 }
 
+/// Whether a code block of `answer` is a part of a file among `seen` as it is now, line for
+/// line: an answer that shows what was done.
+pub fn restates(answer: &str, seen: &[Seen]) -> bool {
+    code_blocks(answer).iter().any(|block| {
+        block.iter().filter(|l| !l.trim().is_empty()).count() >= MIN_BLOCK_LINES
+            && seen.iter().any(|file| diff(file, block).is_some_and(|(_, changes)| changes.is_empty()))
+    })
+}
+
+/// How much of `block` is lines of `file`, and the changes from the part of the file that the
+/// block covers to the block, when there are a few.
+fn changes(file: &Seen, block: &[&str]) -> Option<(f64, Vec<Change>)> {
+    // Nothing differs: the answer restates the file. Too much differs: not a few edits.
+    diff(file, block).filter(|(_, out)| !out.is_empty() && out.len() <= MAX_HUNKS)
+}
+
 /// How much of `block` is lines of `file`, and the changes from the part of the file that the
 /// block covers (a block may show only the changed function) to the block.
-fn changes(file: &Seen, mut block: &[&str]) -> Option<(f64, Vec<Change>)> {
+fn diff(file: &Seen, mut block: &[&str]) -> Option<(f64, Vec<Change>)> {
     let lines: Vec<&str> = file.lines.iter().map(|l| l.trim_end()).collect();
     // A first line that names the file (`// src/money.js`) labels the block; the file does not
     // have it, and adding it is not what the answer meant.
@@ -182,8 +198,7 @@ fn changes(file: &Seen, mut block: &[&str]) -> Option<(f64, Vec<Change>)> {
         let delete = matches!(op, DiffOp::Delete { .. });
         out.push(unique(&lines, &text, a, z, new, delete, file.first));
     }
-    // Nothing differs: the answer restates the file. Too much differs: not a few edits.
-    (!out.is_empty() && out.len() <= MAX_HUNKS).then_some((overlap, out))
+    Some((overlap, out))
 }
 
 /// The change of lines `a..=z` of the file to `new`, its `old_string` grown upwards by whole

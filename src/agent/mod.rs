@@ -5,6 +5,7 @@ mod answer_diff;
 pub mod compact;
 pub mod dispatch;
 pub mod events;
+mod failing;
 pub mod history;
 pub mod prompt;
 pub mod run;

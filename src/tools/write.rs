@@ -49,7 +49,8 @@ impl Tool for Write {
     fn run(&self, ctx: &ToolContext<'_>, args: Value) -> ToolResult {
         let args: Args = super::parse_args(self.name(), args)?;
         let path = ctx.workspace.resolve("path", &args.path)?;
-        let unpasted = pasted_read_output(&args.content, &path.shown)?;
+        let pasted = pasted_read_output(&args.content, &path.shown)?;
+        let unpasted = pasted.as_ref().map(|p| p.text.clone());
         let shown = path.shown.as_path();
         let real = path.real.as_path();
         crate::approval::gate::path(ctx, self.name(), shown, real)?;
@@ -100,6 +101,9 @@ impl Tool for Write {
             Existing::File { bytes, meta } => Some((check_overwrite(known.as_ref(), shown, bytes)?, meta)),
             Existing::Absent => None,
         };
+        if let Some(pasted) = &pasted {
+            pasted.check(previous.as_ref().map(|((old, _), _)| old.as_slice()), shown).map_err(with_dirs)?;
+        }
 
         if let Some(((old, _), _)) = &previous
             && old.as_slice() == new
@@ -162,10 +166,11 @@ impl Tool for Write {
 /// Content that starts with read's header: Qwen2.5-Coder-1.5B wrote read's whole output, header
 /// and `N\t` line numbers, as a file's new text when it meant to rewrite the file (at least 4
 /// of the suite's first 20 tasks, 2026-12-06). With every line numbered the text is plain:
-/// `Some(text)` without the header and numbers, which is what is written (and said). Without
-/// numbers on every line the text is not certain, and the call is refused. No file begins
-/// with that header by accident; one that must can be written with bash.
-fn pasted_read_output(content: &str, shown: &Path) -> Result<Option<String>, ToolFailure> {
+/// `Some` with the text without the header and numbers, which is what is written (and said),
+/// once [`Pasted::check`] finds it whole. Without numbers on every line the text is not
+/// certain, and the call is refused. No file begins with that header by accident; one that
+/// must can be written with bash.
+fn pasted_read_output(content: &str, shown: &Path) -> Result<Option<Pasted>, ToolFailure> {
     let Some(first) = super::read::header_prefix(content.lines().next().unwrap_or_default()) else { return Ok(None) };
     // What follows the header; the first line number may be glued to it (`…· full]1\t…`).
     let after = &content[first.len()..];
@@ -173,7 +178,19 @@ fn pasted_read_output(content: &str, shown: &Path) -> Result<Option<String>, Too
     if !body.trim().is_empty()
         && let Some(text) = super::edit::strip_line_numbers(body)
     {
-        return Ok(Some(text));
+        let numbers: Vec<usize> = body
+            .lines()
+            .filter_map(|l| l.trim_start_matches(' ').split_once('\t').and_then(|(n, _)| n.parse().ok()))
+            .collect();
+        // `[read PATH · sha256 H · 49 lines · full]`: the line count is the field before the last.
+        let total = first.trim_end_matches(']').rsplit(" · ").nth(1).and_then(|f| f.split(' ').next()?.parse().ok());
+        return Ok(Some(Pasted {
+            first: numbers.first().copied().unwrap_or(1),
+            last: numbers.last().copied().unwrap_or(1),
+            total,
+            numbered: body.lines().filter_map(numbered_line).collect(),
+            text,
+        }));
     }
     let rest = content.split_once('\n').map_or("", |(_, rest)| rest);
     let numbered = rest.trim().is_empty() || super::edit::strip_line_numbers(rest).is_some();
@@ -188,6 +205,84 @@ fn pasted_read_output(content: &str, shown: &Path) -> Result<Option<String>, Too
         ),
     )
     .into())
+}
+
+/// `12\tTEXT` as (12, TEXT).
+fn numbered_line(line: &str) -> Option<(usize, String)> {
+    let (n, text) = line.trim_start_matches(' ').split_once('\t')?;
+    Some((n.parse().ok()?, text.to_string()))
+}
+
+/// read's output pasted as content, with its numbers: which lines of the file it holds.
+struct Pasted {
+    /// The text without the header and the numbers.
+    text: String,
+    first: usize,
+    last: usize,
+    /// The file's line count as read's header gave it.
+    total: Option<usize>,
+    numbered: Vec<(usize, String)>,
+}
+
+/// The most changed lines a refusal lists.
+const MAX_LISTED: usize = 5;
+
+impl Pasted {
+    /// Refused unless it is the whole file: numbered 1 to the header's count, its last line not
+    /// cut short. The 1.5B model's pasted writes ended at the first `"` it did not escape
+    /// (`FORMATS = (` of a 49-line file; `CMD [` of a Dockerfile's last line), and written,
+    /// they cut the file there (2026-12-07 suite run). The refusal lists the lines it did change,
+    /// as edits: the numbers say which line of the file each one is.
+    fn check(&self, old: Option<&[u8]>, shown: &Path) -> Result<(), ToolError> {
+        let old_lines: Vec<&str> =
+            old.map(|o| std::str::from_utf8(o).unwrap_or_default().lines().collect()).unwrap_or_default();
+        let total = self.total.unwrap_or(old_lines.len());
+        let (last_n, last_text) = self.numbered.last().cloned().unwrap_or_default();
+        let file_last = old_lines.get(last_n.wrapping_sub(1)).copied();
+        // The last line pasted is the start of the file's line: the string ended inside it.
+        let cut_line = file_last.filter(|f| f.len() > last_text.len() && f.starts_with(last_text.as_str()));
+        if self.first == 1 && self.last >= total && cut_line.is_none() {
+            return Ok(());
+        }
+        let what = if self.first == 1 && self.last >= total {
+            format!("read's output of all {total} lines of {}, but its line {last_n} stops short", shown.display())
+        } else {
+            format!(
+                "read's output of lines {}-{} of the {total} lines {} had: written as the file, it would drop the others",
+                self.first,
+                self.last,
+                shown.display()
+            )
+        };
+        let quote = match cut_line.map(|f| &f[last_text.len()..]) {
+            Some(rest) if rest.starts_with('"') => format!(
+                " Your content ends at line {last_n} ({}), where the file goes on with `\"`: a `\"` in the text must be written as `\\\"` in a JSON string, or the string ends there.",
+                json!(last_text)
+            ),
+            Some(_) => format!(" Your content ends inside line {last_n} ({}).", json!(last_text)),
+            None => String::new(),
+        };
+        let changed: Vec<String> = self
+            .numbered
+            .iter()
+            .filter(|(n, text)| {
+                Some(*n) != cut_line.map(|_| last_n) && old_lines.get(n.wrapping_sub(1)).is_some_and(|o| o != text)
+            })
+            .map(|(n, text)| format!("line {n}: old_string {} new_string {}", json!(old_lines[n - 1]), json!(text)))
+            .collect();
+        let next = if changed.is_empty() {
+            "No line you gave differs from the file. To change a few lines, use edit: old_string a line as the file has it, new_string the line as it should be.".to_string()
+        } else {
+            let more = changed.len().saturating_sub(MAX_LISTED);
+            format!(
+                "The lines you changed, as edit's arguments:\n{}{}\nMake these changes with edit on {}, one call each; the rest of the file stays as it is.",
+                changed.iter().take(MAX_LISTED).cloned().collect::<Vec<_>>().join("\n"),
+                if more > 0 { format!("\n(and {more} more)") } else { String::new() },
+                shown.display()
+            )
+        };
+        Err(ToolError::new(ErrorCode::InvalidArguments, format!("content is {what}.{quote} {next}")))
+    }
 }
 
 /// What the result says when the content was read's output with the header and numbers left out.
