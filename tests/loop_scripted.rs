@@ -1102,3 +1102,25 @@ fn an_answer_telling_how_to_do_the_rest_is_sent_back_once() {
     assert_eq!(end(&events).0, StopReason::Done);
     assert!(feedback(&s).is_empty());
 }
+
+/// An answer to a question about where something is that names no file is sent back once.
+#[test]
+fn an_answer_to_where_that_names_no_file_is_sent_back_once() {
+    let f = Fixture::new();
+    let grep = call("grep", json!({"pattern": "beta"}));
+    let value = "{\"answer\": \"It is the second word.\", \"status\": \"done\"}";
+    let task = "Where is the word beta, and which line is it on?";
+    let s = f.store.create_session(&f.ws).unwrap();
+    let events = f.run(&s, &format!("{grep}\n{value}\n{value}\n"), Op::Task(task.into()), BUDGETS);
+    assert_eq!(end(&events).2.as_deref(), Some("It is the second word."));
+    assert_eq!(
+        feedback(&s),
+        [
+            "[note] The task asks where something is, and your answer names no file. Answer again with the file's path (and the line, if you know it), as the tool results above show it."
+        ]
+    );
+    let s = f.store.create_session(&f.ws).unwrap();
+    let named = "{\"answer\": \"notes.txt, line 2.\", \"status\": \"done\"}";
+    f.run(&s, &format!("{grep}\n{named}\n"), Op::Task(task.into()), BUDGETS);
+    assert!(feedback(&s).is_empty());
+}

@@ -65,6 +65,7 @@ pub struct Steer {
     failing: Option<Failing>,
     sent_back_failing: u32,
     sent_back_how_to: bool,
+    sent_back_no_path: bool,
 }
 
 /// The key under which answers are kept among `unchanged_since`'s calls (no tool has it).
@@ -107,6 +108,7 @@ impl Steer {
             failing: None,
             sent_back_failing: 0,
             sent_back_how_to: false,
+            sent_back_no_path: false,
         }
     }
 
@@ -354,6 +356,13 @@ impl Steer {
             self.must_act = true;
             return Some(failing.note(gave_up));
         }
+        if !gave_up && !self.sent_back_no_path && task.is_some_and(asks_where) && !names_a_path(answer) {
+            // "Where is MAX_UPLOAD_RETRIES defined, and what is its value?" was answered "The
+            // value of MAX_UPLOAD_RETRIES is 12.", with the grep line that named the file just
+            // above it (2026-12-07).
+            self.sent_back_no_path = true;
+            return Some(NO_PATH.to_string());
+        }
         if gave_up && self.can_run && !self.ran_bash && !self.sent_back_unrun {
             // "python3 main.py fails; fix it": the 1.5B model read main.py and gave up, twice,
             // saying the file could not be read; the command's error would have named the fault.
@@ -468,6 +477,9 @@ const UNFOUNDED_GIVE_UP: &str = "[note] You gave up, but every call you made wor
 /// An answer that tells the operator how to do the task, after a change. The next turn must
 /// be a call.
 const HOW_TO: &str = "[note] Your answer tells someone how to do the task, but nobody else will do it: the changes are yours to make, with tool calls. Make the call for the first step of it that is not done yet. If every step is done already, answer again with what you changed.";
+
+/// An answer to a question about where something is that names no file. It may stand next.
+const NO_PATH: &str = "[note] The task asks where something is, and your answer names no file. Answer again with the file's path (and the line, if you know it), as the tool results above show it.";
 
 /// The most answers sent back because the check the task names still fails (`failing`); a
 /// give-up is sent back once.
@@ -716,6 +728,32 @@ fn tells_how(answer: &str) -> bool {
     PHRASES.iter().any(|p| lower.contains(p))
 }
 
+/// Whether a task asks where something is: a question for a file or a place ("Where is X
+/// defined?", "Which file handles ...?", "Give me its path"), not for a change.
+fn asks_where(task: &str) -> bool {
+    let lower = task.to_lowercase();
+    let place = has_word(&lower, &["where"])
+        || ["which file", "what file", "which files", "its path", "the path", "file path"]
+            .iter()
+            .any(|p| lower.contains(p));
+    place && (task.contains('?') || lower.contains("give me")) && !asks_for_change(task)
+}
+
+/// Whether a text names a file: a word with a `/`, or a name with an extension (`backoff.rs`).
+fn names_a_path(text: &str) -> bool {
+    text.split(|c: char| c.is_whitespace() || "`'\"()[]<>,;*".contains(c)).any(|w| {
+        let w = w.trim_end_matches(['.', ':', '!', '?']);
+        let ext = w.rsplit_once('.');
+        w.contains('/')
+            || ext.is_some_and(|(name, ext)| {
+                !name.is_empty()
+                    && (1..=5).contains(&ext.len())
+                    && ext.chars().all(|c| c.is_ascii_alphanumeric())
+                    && ext.chars().any(|c| c.is_ascii_alphabetic())
+            })
+    })
+}
+
 /// Whether an answer says a change was made.
 pub fn claims_change(answer: &str) -> bool {
     const CLAIMS: &[&str] = &[
@@ -768,6 +806,19 @@ mod tests {
     }
 
     const TOOLS: &[&str] = &["read", "edit", "bash"];
+
+    #[test]
+    fn a_question_about_where_wants_a_path() {
+        assert!(asks_where("Where is MAX_UPLOAD_RETRIES defined, and what is its value?"));
+        assert!(asks_where("Which file defines the function normalize_sku? Give me its path."));
+        assert!(asks_where("Which file handles DELETE /api/projects/:id in this Express app?"));
+        assert!(!asks_where("What does scripts/nightly_backup.sh do?"));
+        assert!(!asks_where("Move the helper to where the other helpers are."));
+        assert!(names_a_path("It is in src/net/backoff.rs, line 6."));
+        assert!(names_a_path("`backoff.rs` defines it."));
+        assert!(!names_a_path("The value of MAX_UPLOAD_RETRIES is 12."));
+        assert!(!names_a_path("It is 1.5 seconds."));
+    }
 
     #[test]
     fn an_http_method_in_capitals_asks_for_no_change() {
