@@ -1025,7 +1025,9 @@ fn an_answer_while_the_named_check_still_fails_is_sent_back_with_its_error() {
     let done = "{\"answer\": \"Done.\", \"status\": \"done\"}";
     let task = "python3 main.py fails; fix it.";
     let s = f.store.create_session(&f.ws).unwrap();
-    let script = format!("{run}\n{done}\n{read}\n{done}\n{read}\n{done}\n");
+    // A look with bash (`cat`) between is not a change: the second "done" is sent back too.
+    let cat = call("bash", json!({"command": "cat main.py", "description": "look"}));
+    let script = format!("{run}\n{done}\n{cat}\n{done}\n{read}\n{done}\n");
     let events = f.run(&s, &script, Op::Task(task.into()), BUDGETS);
     assert_eq!(end(&events).2.as_deref(), Some("Done."));
     let notes = feedback(&s);

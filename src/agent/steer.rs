@@ -155,7 +155,8 @@ impl Steer {
         match (&check, &outcome.result) {
             (Some(named), Ok(out)) if out.fell_short => self.failing = Failing::from_output(named, &out.text),
             (Some(_), _) => self.failing = None,
-            (None, _) if outcome.mutated() => self.failing = None,
+            // A look (`cat main.py`) changes nothing the check depends on.
+            (None, _) if outcome.mutated() && !command.as_deref().is_some_and(looks_read_only) => self.failing = None,
             (None, _) => {}
         }
         match &outcome.result {

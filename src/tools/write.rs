@@ -224,8 +224,16 @@ struct Pasted {
     numbered: Vec<(usize, String)>,
 }
 
-/// The most changed lines a refusal lists.
-const MAX_LISTED: usize = 5;
+/// The most changed lines a refusal lists; more are a loose copy, not a change.
+const MAX_LISTED: usize = 3;
+
+/// Whether two lines differ only in quotes and whitespace: a copy's slip, not a change. The
+/// 1.5B model's copies turn a docstring's `"""` into `"` and spaces into tabs; listed as an
+/// edit, the slip was made as the fix, and the file no longer parsed (2026-12-07).
+fn slip(old: &str, new: &str) -> bool {
+    let bare = |t: &str| t.chars().filter(|c| !c.is_whitespace() && *c != '"' && *c != '\'').collect::<String>();
+    bare(old) == bare(new)
+}
 
 impl Pasted {
     /// Refused unless it is the whole file: numbered 1 to the header's count, its last line not
@@ -266,18 +274,25 @@ impl Pasted {
             .numbered
             .iter()
             .filter(|(n, text)| {
-                Some(*n) != cut_line.map(|_| last_n) && old_lines.get(n.wrapping_sub(1)).is_some_and(|o| o != text)
+                Some(*n) != cut_line.map(|_| last_n)
+                    && old_lines.get(n.wrapping_sub(1)).is_some_and(|o| o != text && !slip(o, text))
             })
             .map(|(n, text)| format!("line {n}: old_string {} new_string {}", json!(old_lines[n - 1]), json!(text)))
             .collect();
         let next = if changed.is_empty() {
             "No line you gave differs from the file. To change a few lines, use edit: old_string a line as the file has it, new_string the line as it should be.".to_string()
-        } else {
-            let more = changed.len().saturating_sub(MAX_LISTED);
+        } else if changed.len() > MAX_LISTED {
+            // Not a few changes but a loose copy (blank lines dropped, spaces made tabs, quotes
+            // lost): listed as edits, the copy's slips were made by the model as the fix
+            // (2026-12-07, a docstring's `"""` turned into `"`).
             format!(
-                "The lines you changed, as edit's arguments:\n{}{}\nMake these changes with edit on {}, one call each; the rest of the file stays as it is.",
-                changed.iter().take(MAX_LISTED).cloned().collect::<Vec<_>>().join("\n"),
-                if more > 0 { format!("\n(and {more} more)") } else { String::new() },
+                "{} of the lines you gave differ from the file's lines with those numbers: a copy of read's output that loose cannot be written as the file. To change a few lines, use edit: old_string the lines as read shows them, new_string the lines as they should be.",
+                changed.len()
+            )
+        } else {
+            format!(
+                "The lines you changed, as edit's arguments:\n{}\nMake these changes with edit on {}, one call each; the rest of the file stays as it is.",
+                changed.join("\n"),
                 shown.display()
             )
         };
@@ -397,6 +412,13 @@ pub(crate) fn record_written(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_line_that_differs_in_quotes_and_whitespace_only_is_a_slip() {
+        assert!(slip("\"\"\"Write report rows.\"\"\"", "\"Write report rows."));
+        assert!(slip("    return x", "\treturn x"));
+        assert!(!slip("FROM python:3.9-slim", "FROM python:3.12-slim"));
+    }
 
     fn rec(total: u64, seen: Vec<(u64, u64)>) -> ReadRecord {
         ReadRecord { sha256: String::new(), size: 0, mtime_ns: 0, total_lines: total, lines_seen: seen }
