@@ -280,7 +280,7 @@ impl Pasted {
             .map(|(n, text)| format!("line {n}: old_string {} new_string {}", json!(old_lines[n - 1]), json!(text)))
             .collect();
         let next = if changed.is_empty() {
-            "No line you gave differs from the file. To change a few lines, use edit: old_string a line as the file has it, new_string the line as it should be.".to_string()
+            "No line you gave changes the file's text (quotes and spacing aside). To change a few lines, use edit: old_string a line as the file has it, new_string the line as it should be.".to_string()
         } else if changed.len() > MAX_LISTED {
             // Not a few changes but a loose copy (blank lines dropped, spaces made tabs, quotes
             // lost): listed as edits, the copy's slips were made by the model as the fix
