@@ -178,19 +178,9 @@ fn pasted_read_output(content: &str, shown: &Path) -> Result<Option<Pasted>, Too
     if !body.trim().is_empty()
         && let Some(text) = super::edit::strip_line_numbers(body)
     {
-        let numbers: Vec<usize> = body
-            .lines()
-            .filter_map(|l| l.trim_start_matches(' ').split_once('\t').and_then(|(n, _)| n.parse().ok()))
-            .collect();
         // `[read PATH · sha256 H · 49 lines · full]`: the line count is the field before the last.
         let total = first.trim_end_matches(']').rsplit(" · ").nth(1).and_then(|f| f.split(' ').next()?.parse().ok());
-        return Ok(Some(Pasted {
-            first: numbers.first().copied().unwrap_or(1),
-            last: numbers.last().copied().unwrap_or(1),
-            total,
-            numbered: body.lines().filter_map(numbered_line).collect(),
-            text,
-        }));
+        return Ok(Some(Pasted { total, numbered: body.lines().filter_map(numbered_line).collect(), text }));
     }
     let rest = content.split_once('\n').map_or("", |(_, rest)| rest);
     let numbered = rest.trim().is_empty() || super::edit::strip_line_numbers(rest).is_some();
@@ -217,8 +207,6 @@ fn numbered_line(line: &str) -> Option<(usize, String)> {
 struct Pasted {
     /// The text without the header and the numbers.
     text: String,
-    first: usize,
-    last: usize,
     /// The file's line count as read's header gave it.
     total: Option<usize>,
     numbered: Vec<(usize, String)>,
@@ -245,20 +233,21 @@ impl Pasted {
         let old_lines: Vec<&str> =
             old.map(|o| std::str::from_utf8(o).unwrap_or_default().lines().collect()).unwrap_or_default();
         let total = self.total.unwrap_or(old_lines.len());
-        let (last_n, last_text) = self.numbered.last().cloned().unwrap_or_default();
+        let first = self.numbered.first().map_or(1, |(n, _)| *n);
+        let (last_n, last_text) = self.numbered.last().cloned().unwrap_or((1, String::new()));
         let file_last = old_lines.get(last_n.wrapping_sub(1)).copied();
         // The last line pasted is the start of the file's line: the string ended inside it.
         let cut_line = file_last.filter(|f| f.len() > last_text.len() && f.starts_with(last_text.as_str()));
-        if self.first == 1 && self.last >= total && cut_line.is_none() {
+        if first == 1 && last_n >= total && cut_line.is_none() {
             return Ok(());
         }
-        let what = if self.first == 1 && self.last >= total {
+        let what = if first == 1 && last_n >= total {
             format!("read's output of all {total} lines of {}, but its line {last_n} stops short", shown.display())
         } else {
             format!(
                 "read's output of lines {}-{} of the {total} lines {} had: written as the file, it would drop the others",
-                self.first,
-                self.last,
+                first,
+                last_n,
                 shown.display()
             )
         };
