@@ -403,6 +403,24 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_paste_over_a_strange_file_or_header_is_refused_not_written() {
+        let shown = Path::new("/w/f");
+        // A line count that overflows: the file's own count stands in.
+        let p = pasted_read_output("[read /w/f · sha256 ab · 99999999999999999999999 lines · full]\n1\ta\n", shown)
+            .unwrap()
+            .unwrap();
+        assert_eq!(p.total, None);
+        assert!(p.check(Some(b"a\nb\n"), shown).is_err());
+        assert!(p.check(Some(b"a\n"), shown).is_ok());
+        // An existing file that is not UTF-8: no lines to compare, refused as a part.
+        let p = pasted_read_output("[read /w/f · sha256 ab · 2 lines · full]\n1\ta\n", shown).unwrap().unwrap();
+        assert!(p.check(Some(b"a\xff\nb\n"), shown).is_err());
+        // Cut inside a multibyte character's line: no panic, refused.
+        let p = pasted_read_output("[read /w/f · sha256 ab · 1 line · full]\n1\tcaf", shown).unwrap().unwrap();
+        assert!(p.check(Some("café \"x\"\n".as_bytes()), shown).is_err());
+    }
+
+    #[test]
     fn a_line_that_differs_in_quotes_and_whitespace_only_is_a_slip() {
         assert!(slip("\"\"\"Write report rows.\"\"\"", "\"Write report rows."));
         assert!(slip("    return x", "\treturn x"));
