@@ -163,7 +163,7 @@ fn glob(ctx: &ToolContext<'_>, args: &Args) -> Result<ToolOutput, ToolError> {
             text.push_str(&format!(
                 "[truncated: showing {MAX_RESULTS} of {total} matches, newest first. Narrow the pattern or search a subdirectory with path.]\n"
             ));
-        } else if let Some(note) = deeper_note(ctx, &split, total, &root_real, &filters) {
+        } else if let Some(note) = deeper_note(ctx, &split, &files, &root_shown, &root_real, &filters) {
             text.push_str(&note);
         }
     }
@@ -264,31 +264,84 @@ fn search<'a>(
     walk::run(ws, root, filters, || GlobVisitor { root, matcher, found: Vec::new(), errors: WalkErrors::default() })
 }
 
+/// The most files a note lists that `*` kept out of a one-level result; the rest are counted.
+const MAX_DEEPER: usize = 20;
+
 /// A note after a result that `*` kept to one directory level, when the same name matches more
-/// files deeper down: Qwen2.5-Coder-1.5B globbed `Makefile` for "every file named Makefile
-/// anywhere", saw the top-level one, and answered with it alone.
+/// files deeper down, and those files: Qwen2.5-Coder-1.5B globbed `Makefile` for "every file
+/// named Makefile anywhere", saw the top-level one and answered with it alone; told only how
+/// many more there were, it gave up rather than glob again. The result itself stays what the
+/// pattern matches; the note is labelled as the other pattern's.
 fn deeper_note(
     ctx: &ToolContext<'_>,
     split: &Split,
-    total: usize,
+    found: &[(i64, PathBuf)],
+    root_shown: &Path,
     root_real: &Path,
     filters: &Filters,
 ) -> Option<String> {
-    if split.rest.contains("**") {
+    let below = recursive_variant(split)?;
+    let have: std::collections::HashSet<&Path> = found.iter().map(|(_, p)| p.as_path()).collect();
+    let deeper = list_matches(ctx, &below, root_shown, root_real, filters, &have)?;
+    let (files, match_) = if deeper.count == 1 { ("file", "matches") } else { ("files", "match") };
+    Some(format!(
+        "[{} more {files} in subdirectories {match_} {} (`*` and a bare name match one directory level only):]\n{}",
+        deeper.count,
+        walk::clip(&below),
+        deeper.listing
+    ))
+}
+
+/// The pattern at any depth below the same base (`**/NAME` for `NAME` or `*.rs`, keeping a
+/// literal leading directory), when the pattern does not cross directories already.
+fn recursive_variant(split: &Split) -> Option<String> {
+    (!split.rest.contains("**"))
+        .then(|| format!("{}**/{}", split.prefix.as_deref().unwrap_or(""), last_component(&split.rest)))
+}
+
+/// Files another glob matches, newest first, as lines of a note.
+struct Listed {
+    count: usize,
+    /// One path per line, at most [`MAX_DEEPER`], then how many more; ends with a newline.
+    listing: String,
+}
+
+/// The files `pattern` (a variant of what the model asked for) matches under the searched
+/// directory, less those in `exclude`; None when there are none, or the search fails (a note
+/// is not worth an error).
+fn list_matches(
+    ctx: &ToolContext<'_>,
+    pattern: &str,
+    root_shown: &Path,
+    root_real: &Path,
+    filters: &Filters,
+    exclude: &std::collections::HashSet<&Path>,
+) -> Option<Listed> {
+    let rest = split_pattern(pattern).rest;
+    let matcher = compile(&rest).ok()?;
+    let mut files: Vec<(i64, PathBuf)> = search(ctx.workspace, root_real, &matcher, filters)
+        .ok()?
+        .into_iter()
+        .flat_map(|v| v.found)
+        .filter(|(_, p)| !exclude.contains(p.as_path()))
+        .collect();
+    if files.is_empty() {
         return None;
     }
-    let below = format!("**/{}", last_component(&split.rest));
-    let mut set = GlobSetBuilder::new();
-    set.add(build_glob(&below, false).ok()?);
-    let set = set.build().ok()?;
-    let all = count_matches(ctx.workspace, root_real, &set, 1, filters).ok()?.counts[0];
-    let more = all.checked_sub(total).filter(|&n| n > 0)?;
-    let rec = format!("{}{below}", split.prefix.as_deref().unwrap_or(""));
-    let rec = walk::clip(&rec);
-    let (files, match_) = if more == 1 { ("file", "matches") } else { ("files", "match") };
-    Some(format!(
-        "[{more} more {files} in subdirectories {match_} {rec}: `*` and a bare name match one directory level only]\n"
-    ))
+    files.sort_unstable_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+    let mut listing = String::new();
+    for (_, p) in files.iter().take(MAX_DEEPER) {
+        listing.push_str(&super::path_line(&walk::shown_path(root_shown, root_real, p)));
+        listing.push('\n');
+    }
+    if files.len() > MAX_DEEPER {
+        listing.push_str(&format!(
+            "[and {} more: glob {} lists them all]\n",
+            files.len() - MAX_DEEPER,
+            walk::clip(pattern)
+        ));
+    }
+    Some(Listed { count: files.len(), listing })
 }
 
 /// The second line of an empty result: where we looked, what was skipped, and a likely fix.
@@ -355,13 +408,21 @@ fn no_match_hint(
         first.map_or(String::new(), |p| walk::clip_path(root_shown, &walk::shown_path(root_shown, root_real, p)))
     };
     let files = |n: usize| if n == 1 { "file" } else { "files" };
-    let recursive_text =
-        below.map(|b| walk::clip(&format!("{}{b}", split.prefix.as_deref().unwrap_or(""))).into_owned());
+    let recursive_text = recursive_variant(split).map(|r| walk::clip(&r).into_owned());
 
     if let Some(rec) = &recursive_text {
         let n = hits(recursive);
         if n > 0 {
-            hint.push_str(&format!(" `*` does not cross directories; {rec} matches {n} {}.", files(n)));
+            // The files themselves, not only how many: a small model told the count gave up.
+            hint.push_str(&format!(" `*` does not cross directories; {rec} matches {n} {}", files(n)));
+            let none = std::collections::HashSet::new();
+            match recursive_variant(split).and_then(|p| list_matches(ctx, &p, root_shown, root_real, filters, &none)) {
+                Some(listed) => {
+                    hint.push_str(":\n");
+                    hint.push_str(listed.listing.trim_end());
+                }
+                None => hint.push('.'),
+            }
             return hint;
         }
     }

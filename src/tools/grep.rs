@@ -25,6 +25,7 @@ use pattern::{build_matcher, check_syntax};
 
 use super::walk::{self, Entry, FileVisitor, Filters, Flow, WalkErrors};
 use super::{ErrorCode, Tool, ToolContext, ToolError, ToolOutput, ToolResult, fsutil, parse_args};
+use crate::sandbox::Resolved;
 use crate::sandbox::confined::{Kind, Meta};
 
 /// files_with_matches and count: the most files listed.
@@ -200,6 +201,8 @@ fn grep(ctx: &ToolContext<'_>, args: &Args) -> Result<ToolOutput, ToolError> {
     ctx.fit_window(&mut text, &mut out.truncated, NARROW);
     let shown_pattern = walk::clip(pattern);
     let single_failed = is_file && !acc.failures.is_empty();
+    let caseless =
+        if kind == Kind::Dir { caseless_more(ctx, args, &checked, &target, &filters, matched) } else { None };
     if !found {
         out.fell_short = true;
         if single_failed {
@@ -223,7 +226,7 @@ fn grep(ctx: &ToolContext<'_>, args: &Args) -> Result<ToolOutput, ToolError> {
                     if n == 1 { "file" } else { "files" }
                 )),
             }
-            text.push_str(&no_match_hint(args, &target.shown, &filters, is_file, &acc));
+            text.push_str(&no_match_hint(args, &target.shown, &filters, is_file, &acc, caseless.is_some()));
             if let Some(more) = elsewhere(ctx, Some(&target.real), &matcher, multiline) {
                 text.push_str(&more);
             }
@@ -233,9 +236,7 @@ fn grep(ctx: &ToolContext<'_>, args: &Args) -> Result<ToolOutput, ToolError> {
         let files = if acc.binary == 1 { "file" } else { "files" };
         notes.push(format!("[{} binary {files} skipped]", acc.binary));
     }
-    if found && kind == Kind::Dir {
-        notes.extend(caseless_more(ctx, args, &checked, &target.real, &filters, matched));
-    }
+    notes.extend(caseless);
     notes.extend(acc.binary_cut_notes(&target.shown, &target.real));
     // (The headline and the line under it said it already for a single file with no results.)
     if found || !single_failed {
@@ -929,38 +930,64 @@ fn elsewhere(
 }
 
 /// A note after a case-sensitive search in lower case (`error`) that found fewer files than the
-/// same search ignoring case: asked which logs mention "error in any letter case",
-/// Qwen2.5-Coder-1.5B grepped `error` without `case_insensitive` and answered with the one file
-/// of three it saw. A pattern with a capital letter is taken to mean its case, as ripgrep's
+/// same search ignoring case, listing the files it missed: asked which logs mention "error in
+/// any letter case", Qwen2.5-Coder-1.5B grepped `error` without `case_insensitive` and answered
+/// with the one file of three it saw; told only how many more there were, it gave up instead of
+/// searching again. A pattern with a capital letter is taken to mean its case, as ripgrep's
 /// smart case does.
 fn caseless_more(
     ctx: &ToolContext<'_>,
     args: &Args,
     checked: &str,
-    dir: &Path,
+    target: &Resolved,
     filters: &Filters,
     matched: usize,
 ) -> Option<String> {
+    /// The files listed; the rest are counted.
+    const SHOWN: usize = 10;
     let multiline = args.multiline.unwrap_or(false);
     let lower = args.pattern.chars().any(char::is_alphabetic) && !args.pattern.chars().any(char::is_uppercase);
     if args.case_insensitive.is_some() || !lower {
         return None;
     }
-    let matcher = build_matcher(&args.pattern, checked, true, multiline).ok()?;
-    let searcher = searcher_builder(Mode::FilesWithMatches, 0, multiline);
-    let found =
-        walk::run(ctx.workspace, dir, filters, || GrepVisitor::new(&searcher, &matcher, Mode::FilesWithMatches))
-            .ok()?;
-    let all: usize = found.iter().map(|v| v.acc.listed.len()).sum();
-    let more = all.checked_sub(matched).filter(|&n| n > 0)?;
-    let (files, match_) = if more == 1 { ("file", "matches") } else { ("files", "match") };
-    Some(format!(
-        "[the search is case-sensitive; ignoring case, {more} more {files} {match_}: set \"case_insensitive\": true to include them]"
-    ))
+    let files_matching = |case_insensitive: bool| -> Option<Vec<(i64, PathBuf)>> {
+        let matcher = build_matcher(&args.pattern, checked, case_insensitive, multiline).ok()?;
+        let searcher = searcher_builder(Mode::FilesWithMatches, 0, multiline);
+        let found = walk::run(ctx.workspace, &target.real, filters, || {
+            GrepVisitor::new(&searcher, &matcher, Mode::FilesWithMatches)
+        })
+        .ok()?;
+        Some(found.into_iter().flat_map(|v| v.acc.listed).collect())
+    };
+    let all = files_matching(true)?;
+    if all.len() <= matched {
+        return None;
+    }
+    let sensitive: std::collections::HashSet<PathBuf> = files_matching(false)?.into_iter().map(|(_, p)| p).collect();
+    let mut more: Vec<(i64, PathBuf)> = all.into_iter().filter(|(_, p)| !sensitive.contains(p)).collect();
+    if more.is_empty() {
+        return None;
+    }
+    more.sort_unstable_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+    let (files, match_) = if more.len() == 1 { ("file", "matches") } else { ("files", "match") };
+    let mut text = format!(
+        "[the search is case-sensitive; ignoring case, {} {}{files} {match_} (set \"case_insensitive\": true to include them):]",
+        more.len(),
+        if matched == 0 { "" } else { "more " }
+    );
+    for (_, p) in more.iter().take(SHOWN) {
+        let _ = write!(text, "\n{}", super::path_line(&walk::shown_path(&target.shown, &target.real, p)));
+    }
+    if more.len() > SHOWN {
+        let _ = write!(text, "\n(and {} more files)", more.len() - SHOWN);
+    }
+    Some(text)
 }
 
 /// The second line of an empty result: what was searched and skipped, and what might help.
-fn no_match_hint(args: &Args, shown: &Path, filters: &Filters, single: bool, acc: &Accum) -> String {
+/// `case_noted`: a note lists the files the search ignoring case would find, so this need not
+/// suggest it.
+fn no_match_hint(args: &Args, shown: &Path, filters: &Filters, single: bool, acc: &Accum, case_noted: bool) -> String {
     if single && let Some(from) = &acc.first_binary {
         return if from.start == 0 {
             format!(
@@ -998,7 +1025,11 @@ fn no_match_hint(args: &Args, shown: &Path, filters: &Filters, single: bool, acc
         hint.push_str(&format!("; {} binary {files} skipped", acc.binary));
     }
     hint.push('.');
-    if acc.searched > 0 && !args.case_insensitive.unwrap_or(false) && args.pattern.chars().any(char::is_alphabetic) {
+    if acc.searched > 0
+        && !case_noted
+        && !args.case_insensitive.unwrap_or(false)
+        && args.pattern.chars().any(char::is_alphabetic)
+    {
         hint.push_str(" The search is case-sensitive: set \"case_insensitive\": true to ignore case.");
     }
     if !args.multiline.unwrap_or(false) && (args.pattern.contains("\\n") || args.pattern.contains("\\s")) {
