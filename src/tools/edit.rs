@@ -9,6 +9,7 @@
 mod ambiguous;
 mod endings;
 mod nearest;
+mod remaining;
 pub(crate) use nearest::strip_line_numbers;
 
 use std::ffi::{OsStr, OsString};
@@ -389,6 +390,12 @@ fn edit_existing(
             "The line breaks in {whose} were written as {}, the file's line ending, so that it keeps one kind.",
             e.name()
         ));
+    }
+    if let [m] = plan.members.as_slice()
+        && !plan.batch
+        && !m.all
+    {
+        notes.extend(remaining::note(&applied.text, &m.old, &m.new));
     }
     notes.extend(fsutil::hard_link_note("edit", shown, links.count));
     if let Some(note) = fsutil::moved_note(target.dir, ctx.workspace, target.name) {
