@@ -136,22 +136,34 @@ fn glob(ctx: &ToolContext<'_>, args: &Args) -> Result<ToolOutput, ToolError> {
         return Ok(ToolOutput { fell_short: true, ..ToolOutput::new(text) });
     }
 
-    let found = search(ctx.workspace, &root_real, &matcher, &filters)
+    // The same walk finds what the pattern at any depth adds (`**/Makefile` for `Makefile`),
+    // for the note after a one-level result or the hint after none.
+    let recursive = recursive_variant(&split);
+    let deeper_matcher = recursive.as_deref().and_then(|r| compile(&split_pattern(r).rest).ok());
+    let found = search(ctx.workspace, &root_real, &matcher, deeper_matcher.as_ref(), &filters)
         .map_err(|e| walk::bounded(fsutil::fs_error("search", &root_shown, &root_real, e)))?;
     let mut errors = WalkErrors::default();
     let mut files: Vec<(i64, PathBuf)> = Vec::new();
+    let mut deeper: Vec<(i64, PathBuf)> = Vec::new();
     for v in found {
         files.extend(v.found);
+        deeper.extend(v.deeper);
         errors.merge(v.errors);
     }
     files.sort_unstable_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+    deeper.sort_unstable_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+    let deeper = recursive.as_deref().filter(|_| !deeper.is_empty()).map(|r| Deeper {
+        pattern: r,
+        listing: listing(&deeper, r, &root_shown, &root_real),
+        count: deeper.len(),
+    });
 
     let total = files.len();
     let mut out = ToolOutput::new(String::new());
     if total == 0 {
         out.fell_short = true;
         text.push_str(&format!("[no files matched: {shown_pattern}]\n"));
-        text.push_str(&no_match_hint(ctx, pattern, &split, &root_shown, &root_real, &filters));
+        text.push_str(&no_match_hint(ctx, pattern, &split, &root_shown, &root_real, &filters, deeper.as_ref()));
     } else {
         for (_, p) in files.iter().take(MAX_RESULTS) {
             let shown = walk::shown_path(&root_shown, &root_real, p);
@@ -163,8 +175,14 @@ fn glob(ctx: &ToolContext<'_>, args: &Args) -> Result<ToolOutput, ToolError> {
             text.push_str(&format!(
                 "[truncated: showing {MAX_RESULTS} of {total} matches, newest first. Narrow the pattern or search a subdirectory with path.]\n"
             ));
-        } else if let Some(note) = deeper_note(ctx, &split, &files, &root_shown, &root_real, &filters) {
-            text.push_str(&note);
+        } else if let Some(d) = &deeper {
+            let (files, match_) = if d.count == 1 { ("file", "matches") } else { ("files", "match") };
+            text.push_str(&format!(
+                "[{} more {files} in subdirectories {match_} {} (`*` and a bare name match one directory level only):]\n{}",
+                d.count,
+                walk::clip(d.pattern),
+                d.listing
+            ));
         }
     }
     if let Some(note) = errors.note(&root_shown, &root_real) {
@@ -235,18 +253,27 @@ fn last_component(pattern: &str) -> &str {
 struct GlobVisitor<'a> {
     root: &'a Path,
     matcher: &'a GlobSet,
+    /// The pattern at any depth, when it differs from `matcher`.
+    deeper_matcher: Option<&'a GlobSet>,
     /// (mtime in ns, path)
     found: Vec<(i64, PathBuf)>,
+    /// Files `deeper_matcher` matches and `matcher` does not.
+    deeper: Vec<(i64, PathBuf)>,
     errors: WalkErrors,
 }
 
 impl FileVisitor for GlobVisitor<'_> {
     fn file(&mut self, entry: Entry) -> Flow {
         let Ok(rel) = entry.path.strip_prefix(self.root) else { return Flow::Continue };
-        if self.matcher.is_match(rel) {
-            let time = entry.meta().map_or(0, |m| m.mtime_ns);
-            self.found.push((time, entry.into_path()));
-        }
+        let into = if self.matcher.is_match(rel) {
+            &mut self.found
+        } else if self.deeper_matcher.is_some_and(|m| m.is_match(rel)) {
+            &mut self.deeper
+        } else {
+            return Flow::Continue;
+        };
+        let time = entry.meta().map_or(0, |m| m.mtime_ns);
+        into.push((time, entry.into_path()));
         Flow::Continue
     }
 
@@ -259,37 +286,33 @@ fn search<'a>(
     ws: &Workspace,
     root: &'a Path,
     matcher: &'a GlobSet,
+    deeper_matcher: Option<&'a GlobSet>,
     filters: &Filters,
 ) -> Result<Vec<GlobVisitor<'a>>, FsError> {
-    walk::run(ws, root, filters, || GlobVisitor { root, matcher, found: Vec::new(), errors: WalkErrors::default() })
+    walk::run(ws, root, filters, || GlobVisitor {
+        root,
+        matcher,
+        deeper_matcher,
+        found: Vec::new(),
+        deeper: Vec::new(),
+        errors: WalkErrors::default(),
+    })
 }
 
 /// The most files a note lists that `*` kept out of a one-level result; the rest are counted.
 const MAX_DEEPER: usize = 20;
 
-/// A note after a result that `*` kept to one directory level, when the same name matches more
-/// files deeper down, and those files: Qwen2.5-Coder-1.5B globbed `Makefile` for "every file
-/// named Makefile anywhere", saw the top-level one and answered with it alone; told only how
-/// many more there were, it gave up rather than glob again. The result itself stays what the
-/// pattern matches; the note is labelled as the other pattern's.
-fn deeper_note(
-    ctx: &ToolContext<'_>,
-    split: &Split,
-    found: &[(i64, PathBuf)],
-    root_shown: &Path,
-    root_real: &Path,
-    filters: &Filters,
-) -> Option<String> {
-    let below = recursive_variant(split)?;
-    let have: std::collections::HashSet<&Path> = found.iter().map(|(_, p)| p.as_path()).collect();
-    let deeper = list_matches(ctx, &below, root_shown, root_real, filters, &have)?;
-    let (files, match_) = if deeper.count == 1 { ("file", "matches") } else { ("files", "match") };
-    Some(format!(
-        "[{} more {files} in subdirectories {match_} {} (`*` and a bare name match one directory level only):]\n{}",
-        deeper.count,
-        walk::clip(&below),
-        deeper.listing
-    ))
+/// What the pattern at any depth below the same base matches beyond the pattern itself: shown
+/// in the note after a one-level result, and in the hint after none. Qwen2.5-Coder-1.5B globbed
+/// `Makefile` for "every file named Makefile anywhere", saw the top-level one and answered with
+/// it alone; told only how many more there were, it gave up rather than glob again. So the
+/// files are listed; the result itself stays what the pattern matched.
+struct Deeper<'a> {
+    /// The `**` pattern, as the model would write it.
+    pattern: &'a str,
+    count: usize,
+    /// One path per line, at most [`MAX_DEEPER`], then how many more; ends with a newline.
+    listing: String,
 }
 
 /// The pattern at any depth below the same base (`**/NAME` for `NAME` or `*.rs`, keeping a
@@ -299,49 +322,21 @@ fn recursive_variant(split: &Split) -> Option<String> {
         .then(|| format!("{}**/{}", split.prefix.as_deref().unwrap_or(""), last_component(&split.rest)))
 }
 
-/// Files another glob matches, newest first, as lines of a note.
-struct Listed {
-    count: usize,
-    /// One path per line, at most [`MAX_DEEPER`], then how many more; ends with a newline.
-    listing: String,
-}
-
-/// The files `pattern` (a variant of what the model asked for) matches under the searched
-/// directory, less those in `exclude`; None when there are none, or the search fails (a note
-/// is not worth an error).
-fn list_matches(
-    ctx: &ToolContext<'_>,
-    pattern: &str,
-    root_shown: &Path,
-    root_real: &Path,
-    filters: &Filters,
-    exclude: &std::collections::HashSet<&Path>,
-) -> Option<Listed> {
-    let rest = split_pattern(pattern).rest;
-    let matcher = compile(&rest).ok()?;
-    let mut files: Vec<(i64, PathBuf)> = search(ctx.workspace, root_real, &matcher, filters)
-        .ok()?
-        .into_iter()
-        .flat_map(|v| v.found)
-        .filter(|(_, p)| !exclude.contains(p.as_path()))
-        .collect();
-    if files.is_empty() {
-        return None;
-    }
-    files.sort_unstable_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
-    let mut listing = String::new();
+/// `files` (sorted) as lines of a note: at most [`MAX_DEEPER`], then how many more.
+fn listing(files: &[(i64, PathBuf)], pattern: &str, root_shown: &Path, root_real: &Path) -> String {
+    let mut out = String::new();
     for (_, p) in files.iter().take(MAX_DEEPER) {
-        listing.push_str(&super::path_line(&walk::shown_path(root_shown, root_real, p)));
-        listing.push('\n');
+        out.push_str(&super::path_line(&walk::shown_path(root_shown, root_real, p)));
+        out.push('\n');
     }
     if files.len() > MAX_DEEPER {
-        listing.push_str(&format!(
+        out.push_str(&format!(
             "[and {} more: glob {} lists them all]\n",
             files.len() - MAX_DEEPER,
             walk::clip(pattern)
         ));
     }
-    Some(Listed { count: files.len(), listing })
+    out
 }
 
 /// The second line of an empty result: where we looked, what was skipped, and a likely fix.
@@ -352,6 +347,7 @@ fn no_match_hint(
     root_shown: &Path,
     root_real: &Path,
     filters: &Filters,
+    deeper: Option<&Deeper<'_>>,
 ) -> String {
     let mut hint = format!(
         "Searched {} (skipping {}).",
@@ -380,9 +376,22 @@ fn no_match_hint(
         ));
         return hint;
     }
-    // The likely fixes, counted in one more walk: the same name at any depth below the same
-    // base (the usual fix for a `*` that was meant to cross directories) and, glob being
-    // case-sensitive, the pattern and that variant ignoring case.
+    let files = |n: usize| if n == 1 { "file" } else { "files" };
+    // The usual fix for a `*` that was meant to cross directories: the search's own walk found
+    // what the same name at any depth matches.
+    if let Some(d) = deeper {
+        hint.push_str(&format!(
+            " `*` does not cross directories; {} matches {} {}:\n{}",
+            walk::clip(d.pattern),
+            d.count,
+            files(d.count),
+            d.listing.trim_end()
+        ));
+        return hint;
+    }
+    let recursive_text = recursive_variant(split).map(|r| walk::clip(&r).into_owned());
+    // Glob being case-sensitive, the pattern and its any-depth variant ignoring case, counted in
+    // one more walk.
     let below = (!split.rest.contains("**")).then(|| format!("**/{}", last_component(&split.rest)));
     let has_case = split.rest.chars().any(|c| c.to_lowercase().ne(c.to_uppercase()));
     let mut globs = Vec::new();
@@ -390,42 +399,23 @@ fn no_match_hint(
         globs.push(build_glob(glob, ignore_case).ok()?);
         Some(globs.len() - 1)
     };
-    let recursive = below.as_deref().and_then(|b| slot(b, false));
     let same_caseless = if has_case { slot(&split.rest, true) } else { None };
     let recursive_caseless = if has_case { below.as_deref().and_then(|b| slot(b, true)) } else { None };
-    if globs.is_empty() {
-        return hint;
-    }
-    let mut set = GlobSetBuilder::new();
-    for g in globs.iter().cloned() {
-        set.add(g);
-    }
-    let Ok(set) = set.build() else { return hint };
-    let Ok(tally) = count_matches(ctx.workspace, root_real, &set, globs.len(), filters) else { return hint };
-    let hits = |slot: Option<usize>| slot.map_or(0, |i| tally.counts[i]);
+    let set = (!globs.is_empty()).then(|| {
+        let mut set = GlobSetBuilder::new();
+        for g in globs.iter().cloned() {
+            set.add(g);
+        }
+        set.build().ok()
+    });
+    let set = set.flatten();
+    let tally = set.as_ref().and_then(|set| count_matches(ctx.workspace, root_real, set, globs.len(), filters).ok());
+    let hits = |slot: Option<usize>| slot.zip(tally.as_ref()).map_or(0, |(i, t)| t.counts[i]);
     let example = |slot: Option<usize>| {
-        let first = slot.and_then(|i| tally.first[i].as_deref());
+        let first = slot.zip(tally.as_ref()).and_then(|(i, t)| t.first[i].as_deref());
         first.map_or(String::new(), |p| walk::clip_path(root_shown, &walk::shown_path(root_shown, root_real, p)))
     };
-    let files = |n: usize| if n == 1 { "file" } else { "files" };
-    let recursive_text = recursive_variant(split).map(|r| walk::clip(&r).into_owned());
 
-    if let Some(rec) = &recursive_text {
-        let n = hits(recursive);
-        if n > 0 {
-            // The files themselves, not only how many: a small model told the count gave up.
-            hint.push_str(&format!(" `*` does not cross directories; {rec} matches {n} {}", files(n)));
-            let none = std::collections::HashSet::new();
-            match recursive_variant(split).and_then(|p| list_matches(ctx, &p, root_shown, root_real, filters, &none)) {
-                Some(listed) => {
-                    hint.push_str(":\n");
-                    hint.push_str(listed.listing.trim_end());
-                }
-                None => hint.push('.'),
-            }
-            return hint;
-        }
-    }
     let n = hits(same_caseless);
     if n > 0 {
         hint.push_str(&format!(
