@@ -211,6 +211,14 @@ pub struct RunConfig {
     /// call, up to this many times a run (0: off). Small models answer with the change they
     /// mean, or give up, after one read; sent back with a note they repeat the same answer.
     pub act_until_change: u32,
+    /// Before the model's first turn on a new task, the loop reads the files the task names,
+    /// as given calls on record (`agent::given`): a small model's first move on such a task
+    /// was to write the file unread, or grep for a path it guessed.
+    pub given_calls: bool,
+    /// With `given_calls`, also run the command the task says fails before the first turn. Off:
+    /// on the suite the 1.5B model, given the compiler's errors, made narrow wrong edits where
+    /// it had passed by rewriting the file (docs/EVAL.md, 2026-12-07).
+    pub given_check: bool,
 }
 
 impl Default for RunConfig {
@@ -226,6 +234,8 @@ impl Default for RunConfig {
             check_answers: true,
             resample_repeats: 2,
             act_until_change: 3,
+            given_calls: true,
+            given_check: false,
         }
     }
 }
@@ -377,6 +387,8 @@ impl Config {
         c.run.check_answers = self.run.check_answers;
         c.run.resample_repeats = self.run.resample_repeats;
         c.run.act_until_change = self.run.act_until_change;
+        c.run.given_calls = self.run.given_calls;
+        c.run.given_check = self.run.given_check;
         c
     }
 

@@ -664,6 +664,17 @@ fn done_after_a_change_without_running_the_command_the_task_names_is_sent_back_o
     assert_eq!(notes.len(), 1);
     assert!(notes[0].contains("have not run `python3 check_notes.py` since"), "{notes:?}");
 
+    // Giving up after a change is sent back the same way, once; the next give-up stands.
+    let s = f.store.create_session(&f.ws).unwrap();
+    let run = call("bash", json!({"command": "python3 check_notes.py", "description": "run it"}));
+    let give_up = "{\"answer\": \"It cannot be fixed.\", \"status\": \"gave_up\"}";
+    let script = format!("{run}\n{read}\n{edit}\n{give_up}\n{read}\n{give_up}\n");
+    let events = f.run(&s, &script, Op::Task("python3 check_notes.py fails; fix notes.txt.".into()), BUDGETS);
+    assert_eq!(end(&events).0, StopReason::GaveUp);
+    let notes = feedback(&s);
+    assert_eq!(notes.len(), 1, "{notes:?}");
+    assert!(notes[0].contains("have not run `python3 check_notes.py` since"), "{notes:?}");
+
     // A task that names no command is done at once.
     let s = f.store.create_session(&f.ws).unwrap();
     let events = f.run(&s, &format!("{read}\n{edit}\n{done}\n"), Op::Task("Fix notes.txt.".into()), BUDGETS);

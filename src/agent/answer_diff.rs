@@ -157,11 +157,21 @@ fn diff(file: &Seen, mut block: &[&str]) -> Option<(f64, Vec<Change>)> {
     if overlap < MIN_OVERLAP {
         return None;
     }
-    // The span of the file the block covers: from the first of its lines that the file has to
-    // the last, in the file's order.
-    let first = block.iter().find(|l| found(l)).and_then(|l| lines.iter().position(|x| like(x, l)))?;
-    let last = block.iter().rev().find(|l| found(l)).and_then(|l| lines.iter().rposition(|x| like(x, l)))?;
-    let (start, end) = if first <= last { (first, last) } else { (0, lines.len() - 1) };
+    // The span of the file the block covers: its lines found in the file's order, each at the
+    // first place after the one before it, the same line before a line changed a little. (The
+    // last line's last look-alike anywhere was the span's end: `ttl_seconds = 600`, ending a
+    // block of the `[cache]` table, reached to the `[sessions]` table's `ttl_seconds = 86400`,
+    // and the edit made of the answer deleted the four lines between; the suite, 2026-12-07.)
+    let mut span: Option<(usize, usize)> = None;
+    for l in block.iter().filter(|l| found(l)) {
+        let from = span.map_or(0, |(_, at)| at + 1);
+        let rest = &lines[from.min(lines.len())..];
+        let at = rest.iter().position(|x| *x == l.trim_end()).or_else(|| rest.iter().position(|x| like(x, l)));
+        if let Some(at) = at {
+            span = Some((span.map_or(from + at, |(s, _)| s), from + at));
+        }
+    }
+    let (start, end) = span?;
     // Blank lines are left out of the comparison: a model rewriting a file drops and adds
     // them, and an edit of "\n" alone matches everywhere.
     let r: Vec<usize> = (start..=end).filter(|&i| !lines[i].trim().is_empty()).collect();
@@ -341,6 +351,16 @@ mod tests {
         let answer = "```yaml\nkind: Deployment\nmetadata:\n  name: worker\nspec:\n  replicas: 4\n```";
         let (_, changes) = rewritten(answer, std::slice::from_ref(&file)).unwrap();
         assert_eq!(changes, [Change { line: 11, old: "  replicas: 1".into(), new: "  replicas: 4".into() }]);
+    }
+
+    #[test]
+    fn a_block_that_ends_inside_the_file_deletes_nothing_after_it() {
+        let toml = "[cache]\ndir = \"/var/cache/imgproxy\"\nttl_seconds = 300\n\n[sessions]\n# Admin UI sessions.\nttl_seconds = 86400\n";
+        let file = seen(toml);
+        let answer =
+            "Here's the updated content:\n\n```toml\n[cache]\ndir = \"/var/cache/imgproxy\"\nttl_seconds = 600\n```";
+        let (_, changes) = rewritten(answer, std::slice::from_ref(&file)).unwrap();
+        assert_eq!(changes, [Change { line: 3, old: "ttl_seconds = 300".into(), new: "ttl_seconds = 600".into() }]);
     }
 
     #[test]

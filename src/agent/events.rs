@@ -134,6 +134,10 @@ pub enum Event {
         feedback: Option<String>,
         /// Only a final answer was allowed: the model had repeated one call `repeat_limit` times.
         answer_only: bool,
+        /// A call the loop made for the model (`run.given_calls`), and why; such a turn has no
+        /// tokens and `turn` 0. Stored with `given: true`.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        given_why: Option<String>,
     },
     /// A piece of the reply being written (interactive mode only). Not persisted: the
     /// `model_turn` that follows holds the whole reply.

@@ -6,6 +6,7 @@ pub mod compact;
 pub mod dispatch;
 pub mod events;
 mod failing;
+mod given;
 pub mod history;
 pub mod prompt;
 pub mod run;

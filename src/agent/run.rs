@@ -18,6 +18,7 @@ use sha2::{Digest, Sha256};
 use super::compact;
 use super::dispatch;
 use super::events::{Budgets, Event, Preflight, StopReason, TurnKind};
+use super::given;
 use super::history;
 use super::prompt;
 use super::steer::Steer;
@@ -269,6 +270,12 @@ impl<'a, 'm> Agent<'a, 'm> {
         }
         let seq = self.record(EventKind::RunStart, payload)?;
         self.emit(Event::RunStart { seq, model: info, budgets, preflight, prompt_sha256, config_warnings });
+        let given = match &task {
+            Some(text) if self.setup.subagent.is_none() && self.setup.tools.config.run.given_calls => {
+                self.given_calls(text)
+            }
+            _ => Vec::new(),
+        };
         if let Some(text) = task {
             let seq = self.record(EventKind::Task, json!({ "text": text }))?;
             self.emit(Event::Task { seq, text });
@@ -281,6 +288,11 @@ impl<'a, 'm> Agent<'a, 'm> {
                     preflight.reply_tokens, preflight.working_budget
                 );
                 return self.finish(StopReason::ContextFull, msg, None, &counters, start);
+            }
+        }
+        for (call, why) in given {
+            if let Err(fault) = self.give(call, why, &mut steer) {
+                return self.finish(StopReason::InternalError, format!("{fault:#}"), None, &counters, start);
             }
         }
 
@@ -513,6 +525,7 @@ impl<'a, 'm> Agent<'a, 'm> {
                 cut_off: reply.cut_off,
                 feedback: feedback.clone(),
                 answer_only,
+                given_why: None,
             });
             // The guard holds until the model answers: a reply that was cut off or refused
             // leaves the next turn answer-only too.
@@ -580,30 +593,7 @@ impl<'a, 'm> Agent<'a, 'm> {
                         }
                     };
                     steer.after_call(self.current_task.as_deref(), &call.name, &call.arguments, &outcome);
-                    // The approval decisions the call met, recorded between its action and its
-                    // observation, go to the live stream too.
-                    let between = self.setup.tools.session.events_between(outcome.action_seq, outcome.observation_seq);
-                    for ev in between.iter().flatten().filter(|e| e.kind == EventKind::Approval.as_str()) {
-                        self.emit(Event::Approval { seq: ev.seq, record: ev.payload.clone() });
-                    }
-                    let text = outcome.text();
-                    self.emit(Event::ToolResult {
-                        seq: outcome.observation_seq,
-                        action_seq: Some(outcome.action_seq),
-                        tool: outcome.tool.clone(),
-                        ok: outcome.ok(),
-                        output: text.clone(),
-                        error_code: outcome.result.as_ref().err().map(|e| e.code.to_string()),
-                        mutated: outcome.mutated(),
-                        duration_ms: outcome.duration_ms,
-                        interrupted: false,
-                    });
-                    // The checklist, live: the operator follows progress without the transcript.
-                    if let Ok(out) = &outcome.result
-                        && let Some(todos) = out.meta.as_ref().and_then(|m| m.get("todos"))
-                    {
-                        self.emit(Event::Todo { seq: outcome.observation_seq, todos: todos.clone() });
-                    }
+                    let text = self.emit_outcome(&outcome);
                     let mut message = history::result_message(&outcome.tool, &text, repeated);
                     if let Some(record) = &from_answer {
                         message = format!("{}\n{message}", history::from_answer_note(record));
@@ -615,6 +605,99 @@ impl<'a, 'm> Agent<'a, 'm> {
                 }
             }
         }
+    }
+
+    /// The events of a call that ran: the approval decisions it met (recorded between its
+    /// action and its observation), its result, and the checklist if it changed. Returns the
+    /// text the model sees.
+    fn emit_outcome(&self, outcome: &dispatch::CallOutcome) -> String {
+        let between = self.setup.tools.session.events_between(outcome.action_seq, outcome.observation_seq);
+        for ev in between.iter().flatten().filter(|e| e.kind == EventKind::Approval.as_str()) {
+            self.emit(Event::Approval { seq: ev.seq, record: ev.payload.clone() });
+        }
+        let text = outcome.text();
+        self.emit(Event::ToolResult {
+            seq: outcome.observation_seq,
+            action_seq: Some(outcome.action_seq),
+            tool: outcome.tool.clone(),
+            ok: outcome.ok(),
+            output: text.clone(),
+            error_code: outcome.result.as_ref().err().map(|e| e.code.to_string()),
+            mutated: outcome.mutated(),
+            duration_ms: outcome.duration_ms,
+            interrupted: false,
+        });
+        // The checklist, live: the operator follows progress without the transcript.
+        if let Ok(out) = &outcome.result
+            && let Some(todos) = out.meta.as_ref().and_then(|m| m.get("todos"))
+        {
+            self.emit(Event::Todo { seq: outcome.observation_seq, todos: todos.clone() });
+        }
+        text
+    }
+
+    /// The calls a new task plainly asks for (`given`): reads of the files it names, then (with
+    /// `run.given_check`) the command it says fails, where bash is offered and the session is
+    /// not in plan mode.
+    fn given_calls(&self, task: &str) -> Vec<(ToolCall, &'static str)> {
+        let tools = &self.setup.tools;
+        let mut calls: Vec<(ToolCall, &'static str)> = given::files(task, tools.workspace, tools.session)
+            .into_iter()
+            .map(|path| {
+                (ToolCall { name: "read".into(), arguments: json!({ "path": path }).to_string() }, given::READ_WHY)
+            })
+            .collect();
+        let plan_mode = crate::tools::plan::plan_mode(tools.session).unwrap_or(true);
+        if tools.config.run.given_check
+            && self.setup.registry.names().contains(&"bash")
+            && !plan_mode
+            && let Some(command) = given::failing_command(task)
+        {
+            // bash's `description` is required. Plain, as the model writes its own: the 1.5B
+            // model gave "Run the command the task says fails, to see its error" back as the
+            // reason it gave up (the suite, 2026-12-07).
+            let arguments = json!({
+                "command": command,
+                "description": format!("Run {command}"),
+                "timeout_ms": given::RUN_TIMEOUT_MS,
+            })
+            .to_string();
+            calls.push((ToolCall { name: "bash".into(), arguments }, given::RUN_WHY));
+        }
+        calls
+    }
+
+    /// Make `call` for the model, as a call it is given: the turn is on record as a
+    /// `model_turn` with `given: true` and `given_why` (no tokens, not counted as a turn), the
+    /// call goes through the dispatch and its approvals like any call, and the conversation
+    /// holds both as if the model had made it.
+    fn give(&mut self, call: ToolCall, why: &str, steer: &mut Steer) -> Result<()> {
+        let raw = format!("{{\"tool\": \"{}\", \"arguments\": {}}}", call.name, call.arguments);
+        let seq =
+            self.record(EventKind::ModelTurn, json!({ "kind": "call", "raw": raw, "given": true, "given_why": why }))?;
+        self.emit(Event::ModelTurn {
+            seq,
+            turn: 0,
+            kind: TurnKind::Call,
+            raw: raw.clone(),
+            usage: crate::model::Usage::default(),
+            cut_off: false,
+            feedback: None,
+            answer_only: false,
+            given_why: Some(why.to_string()),
+        });
+        let ctx =
+            ToolContext { output_budget: self.output_budget(self.setup.budgets.max_reply_tokens), ..self.setup.tools };
+        let events = self.events.clone();
+        let outcome = dispatch::execute_with(self.setup.registry, &ctx, &call, |seq, tool, arguments| {
+            let _ = events.send(Event::ToolCall { seq, tool: tool.to_string(), arguments: arguments.clone() });
+        })?;
+        steer.after_call(self.current_task.as_deref(), &call.name, &call.arguments, &outcome);
+        let repeated = self.repeats.observe(&call.name, &call.arguments);
+        let text = self.emit_outcome(&outcome);
+        self.messages.push(Message::new(Role::Assistant, raw));
+        self.messages.push(Message::new(Role::User, history::result_message(&call.name, &text, repeated)));
+        Ok(())
     }
 
     /// Whether a call would create a file: a write or an edit of a path that does not exist (a

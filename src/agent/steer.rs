@@ -380,6 +380,11 @@ impl Steer {
             }
         }
         if gave_up {
+            // Giving up after a change, without running the check since: "node report.js
+            // fails" was given its error, edited once, and given up on (the suite, 2026-12-07).
+            if let Some(note) = self.unchecked(&named()) {
+                return Some(note);
+            }
             // Giving up after calls that all worked: nothing shows that the task cannot be done.
             if self.calls == 0 || self.fell_short || self.sent_back_give_up {
                 return None;
@@ -416,18 +421,8 @@ impl Steer {
                 path = file.path,
             ));
         }
-        if self.changed && !self.ran_since_change && !self.sent_back_unchecked && self.can_run {
-            let commands = named();
-            if !commands.is_empty() {
-                // The 1.5B model edited one of the files a rename touches and answered "done";
-                // the command the task names would have shown the rest.
-                self.sent_back_unchecked = true;
-                self.must_act = true;
-                return Some(format!(
-                    "[note] You changed files, but have not run {} since, which the task names. Run it with bash now to check your change; then fix what it shows, or answer if it works.",
-                    list(&commands)
-                ));
-            }
+        if let Some(note) = self.unchecked(&named()) {
+            return Some(note);
         }
         if asks
             && self.changed
@@ -462,6 +457,21 @@ impl Steer {
             ));
         }
         Some(if asks { UNCHANGED_ACT } else { UNCHANGED }.to_string())
+    }
+
+    /// The note for an answer after a change when the command the task names has not run
+    /// since (once a run): the 1.5B model edited one of the files a rename touches and answered
+    /// "done"; the command would have shown the rest.
+    fn unchecked(&mut self, commands: &[String]) -> Option<String> {
+        if !self.changed || self.ran_since_change || self.sent_back_unchecked || !self.can_run || commands.is_empty() {
+            return None;
+        }
+        self.sent_back_unchecked = true;
+        self.must_act = true;
+        Some(format!(
+            "[note] You changed files, but have not run {} since, which the task names. Run it with bash now to check your change; then fix what it shows, or answer if it works.",
+            list(commands)
+        ))
     }
 }
 

@@ -91,6 +91,8 @@ impl Renderer {
                 err(&format!("model {} ({})", model.name, facts.join(", ")));
             }
             Event::Task { .. } => {}
+            // The call itself is shown by its tool_call line.
+            Event::ModelTurn { given_why: Some(why), .. } => err(&format!("[given] {why}")),
             Event::ModelTurn { turn, kind, usage, feedback, raw, .. } => {
                 let speed = if usage.generate_ms > 0 {
                     format!(", {:.1} tok/s", f64::from(usage.generated_tokens) * 1000.0 / usage.generate_ms as f64)

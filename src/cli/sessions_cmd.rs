@@ -200,6 +200,11 @@ fn show_event(ev: &StoredEvent) -> String {
             p.pointer("/model/adapter").and_then(Value::as_str).unwrap_or("?")
         ),
         "task" => format!("task: {}", s("text")),
+        // A call the model was given, not one it wrote (`run.given_calls`, the probe).
+        "model_turn" if p.get("given").is_some() => match p.get("given_why").and_then(Value::as_str) {
+            Some(why) => format!("given call ({why}): {}", s("raw")),
+            None => format!("given call: {}", s("raw")),
+        },
         "model_turn" => {
             let mut t = format!("model turn {} ({}): {}", p["turn"], s("kind"), s("raw"));
             if let Some(f) = p.get("feedback").and_then(Value::as_str) {

@@ -75,6 +75,8 @@ pub(super) const RULES: &[(&str, &str, Rule)] = &[
     ("run", "check_answers", Rule::UserOnly(MODEL)),
     ("run", "resample_repeats", Rule::UserOnly(MODEL)),
     ("run", "act_until_change", Rule::UserOnly(MODEL)),
+    ("run", "given_calls", Rule::UserOnly(MODEL)),
+    ("run", "given_check", Rule::UserOnly(MODEL)),
     ("task", "max_concurrent", Rule::Lower),
     ("task", "max_turns", Rule::Lower),
     ("task", "summary_tokens", Rule::Lower),

@@ -207,6 +207,10 @@ impl<'a> Runner<'a> {
     ) -> Result<Runner<'a>> {
         let mut probe_config = config.for_measurement();
         probe_config.task.max_turns = limits.subagent_turns.max(1);
+        // The probe measures the model's own calls: a read the loop makes for a task that names
+        // its file would pass the read cases for it (`run.given_calls`).
+        probe_config.run.given_calls = false;
+        probe_config.run.given_check = false;
         let ws = work.join("ws");
         std::fs::create_dir_all(&ws).with_context(|| format!("cannot create {}", ws.display()))?;
         let ws = ws.canonicalize()?;
