@@ -21,6 +21,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::sandbox::Workspace;
+use crate::sandbox::confined::Meta;
 use crate::store::Session;
 use crate::tools::fsutil;
 
@@ -72,14 +73,11 @@ pub fn files(task: &str, ws: &Workspace, session: &Session<'_>) -> Vec<String> {
         if out.iter().any(|(_, real)| *real == resolved.real) {
             continue;
         }
-        let Some(len) = small_text(ws, &resolved.real) else { continue };
-        if total + len > MAX_TOTAL_BYTES {
+        let Some(meta) = small_text(ws, &resolved.real) else { continue };
+        if total + meta.len > MAX_TOTAL_BYTES || read_unchanged(session, &resolved.real, &meta) {
             continue;
         }
-        if read_unchanged(session, &resolved.real) {
-            continue;
-        }
-        total += len;
+        total += meta.len;
         out.push((resolved.shown.display().to_string(), resolved.real));
     }
     out.into_iter().map(|(shown, _)| shown).collect()
@@ -100,25 +98,25 @@ fn words(task: &str) -> impl Iterator<Item = &str> {
         })
 }
 
-/// The size of `real` if it is a regular text file of at most [`MAX_FILE_BYTES`], opened from
-/// the workspace's own handles (no symlink followed, whatever the guest swaps in meanwhile).
-fn small_text(ws: &Workspace, real: &Path) -> Option<u64> {
+/// The metadata of `real` if it is a regular text file of at most [`MAX_FILE_BYTES`], opened
+/// from the workspace's own handles (no symlink followed, whatever the guest swaps in meanwhile).
+fn small_text(ws: &Workspace, real: &Path) -> Option<Meta> {
     let (dir, name) = ws.open_parent(real).ok()?;
     let (mut file, meta) = dir.open_file(&name).ok()?;
     if meta.len == 0 || meta.len > MAX_FILE_BYTES {
         return None;
     }
     let head = fsutil::read_head(&mut file).ok()?;
-    fsutil::sniff_binary(&head).is_none().then_some(meta.len)
+    fsutil::sniff_binary(&head).is_none().then_some(meta)
 }
 
-/// Whether this session's last read of `real` saw the whole of the file as it is now (same
-/// size and modification time; the read tool itself checks the content before any edit).
-fn read_unchanged(session: &Session<'_>, real: &Path) -> bool {
+/// Whether this session's last read of `real` saw the whole of the file as it is now (`meta`,
+/// from the open above: same size and modification time; the read tool itself checks the
+/// content before any edit).
+fn read_unchanged(session: &Session<'_>, real: &Path, meta: &Meta) -> bool {
     let Ok(Some(rec)) = session.last_read(real) else { return false };
-    let Ok(meta) = std::fs::symlink_metadata(real) else { return false };
-    rec.size == meta.len()
-        && rec.mtime_ns == fsutil::mtime_ns(&meta)
+    rec.size == meta.len
+        && rec.mtime_ns == meta.mtime_ns
         && rec.lines_seen.first().is_some_and(|&(from, to)| from == 1 && to >= rec.total_lines)
 }
 
