@@ -83,15 +83,19 @@ pub struct Change {
 }
 
 /// The file among `seen` that a code block of `answer` is a new text of, and the changes that
-/// turn what read showed into it, when there are a few.
-pub fn rewritten<'s>(answer: &str, seen: &'s [Seen]) -> Option<(&'s Seen, Vec<Change>)> {
+/// turn what read showed into it, when there are a few. `deletions`: lines the block leaves
+/// out are changes too (the task asks to delete something); else a block that drops a few
+/// lines is read as shortened. Restating a file it had just edited, the 1.5B model left out
+/// two lines of deploy/staging.env, and the note made of that answer had them deleted (the
+/// suite, 2026-12-07).
+pub fn rewritten<'s>(answer: &str, seen: &'s [Seen], deletions: bool) -> Option<(&'s Seen, Vec<Change>)> {
     let mut best: Option<(f64, &Seen, Vec<Change>)> = None;
     for block in code_blocks(answer) {
         if block.iter().filter(|l| !l.trim().is_empty()).count() < MIN_BLOCK_LINES {
             continue;
         }
         for file in seen {
-            let Some((overlap, changes)) = changes(file, &block) else { continue };
+            let Some((overlap, changes)) = changes(file, &block, deletions) else { continue };
             if best.as_ref().is_none_or(|(o, ..)| overlap > *o) {
                 best = Some((overlap, file, changes));
             }
@@ -125,20 +129,21 @@ pub(super) fn code_blocks(text: &str) -> Vec<Vec<&str>> {
 pub fn restates(answer: &str, seen: &[Seen]) -> bool {
     code_blocks(answer).iter().any(|block| {
         block.iter().filter(|l| !l.trim().is_empty()).count() >= MIN_BLOCK_LINES
-            && seen.iter().any(|file| diff(file, block).is_some_and(|(_, changes)| changes.is_empty()))
+            && seen.iter().any(|file| diff(file, block, false).is_some_and(|(_, changes)| changes.is_empty()))
     })
 }
 
 /// How much of `block` is lines of `file`, and the changes from the part of the file that the
 /// block covers to the block, when there are a few.
-fn changes(file: &Seen, block: &[&str]) -> Option<(f64, Vec<Change>)> {
+fn changes(file: &Seen, block: &[&str], deletions: bool) -> Option<(f64, Vec<Change>)> {
+    let (overlap, out) = diff(file, block, deletions)?;
     // Nothing differs: the answer restates the file. Too much differs: not a few edits.
-    diff(file, block).filter(|(_, out)| !out.is_empty() && out.len() <= MAX_HUNKS)
+    (!out.is_empty() && out.len() <= MAX_HUNKS).then_some((overlap, out))
 }
 
 /// How much of `block` is lines of `file`, and the changes from the part of the file that the
 /// block covers (a block may show only the changed function) to the block.
-fn diff(file: &Seen, mut block: &[&str]) -> Option<(f64, Vec<Change>)> {
+fn diff(file: &Seen, mut block: &[&str], deletions: bool) -> Option<(f64, Vec<Change>)> {
     let lines: Vec<&str> = file.lines.iter().map(|l| l.trim_end()).collect();
     // A first line that names the file (`// src/money.js`) labels the block; the file does not
     // have it, and adding it is not what the answer meant.
@@ -152,8 +157,14 @@ fn diff(file: &Seen, mut block: &[&str]) -> Option<(f64, Vec<Change>)> {
     }
     // A changed line is still the file's line: `FROM python:3.12-slim` for `FROM python:3.9-slim`.
     let found = |l: &str| !l.trim().is_empty() && lines.iter().any(|x| like(x, l));
-    let content = block.iter().filter(|l| !l.trim().is_empty()).count();
-    let overlap = block.iter().filter(|l| found(l)).count() as f64 / content.max(1) as f64;
+    // Only lines with a word or a number say which file a block is: a block of tool calls
+    // written as JSON shared its `{` and `}` lines with config/app.json, and was made into an
+    // edit that replaced the file's settings with the calls (the suite, 2026-12-07).
+    let content = block.iter().filter(|l| says_something(l)).count();
+    if content < MIN_BLOCK_LINES {
+        return None;
+    }
+    let overlap = block.iter().filter(|l| says_something(l) && found(l)).count() as f64 / content as f64;
     if overlap < MIN_OVERLAP {
         return None;
     }
@@ -193,7 +204,7 @@ fn diff(file: &Seen, mut block: &[&str]) -> Option<(f64, Vec<Change>)> {
             }
             // A long run of the file missing from the block is a part the answer did not show
             // (the 1.5B model showed one deployment of two), not one to delete.
-            DiffOp::Delete { .. } if o.len() > MAX_DELETED_LINES => continue,
+            DiffOp::Delete { .. } if o.len() > MAX_DELETED_LINES || !deletions => continue,
             DiffOp::Delete { .. } => (r[o.start], r[o.end - 1], String::new()),
             // Inserted after the file's line before it, or above its first line.
             DiffOp::Insert { .. } if o.start > 0 => {
@@ -223,6 +234,11 @@ fn unique(lines: &[&str], text: &str, mut a: usize, z: usize, mut new: String, d
         new = format!("{}\n{new}", lines[a]);
     }
     Change { line: first + a, old, new }
+}
+
+/// Whether a line has a letter or a digit: not a bracket, a fence of punctuation or blank.
+fn says_something(line: &str) -> bool {
+    line.chars().any(char::is_alphanumeric)
 }
 
 /// Whether `b` is line `a`, or `a` changed a little (a version, a name): lines this short are
@@ -260,7 +276,7 @@ mod tests {
         let file = seen(DOCKERFILE);
         let answer =
             format!("Here's the updated Dockerfile:\n\n```dockerfile\n{}```\nDone.", DOCKERFILE.replace("3.9", "3.12"));
-        let (which, changes) = rewritten(&answer, std::slice::from_ref(&file)).unwrap();
+        let (which, changes) = rewritten(&answer, std::slice::from_ref(&file), false).unwrap();
         assert_eq!(which.path, "/ws/Dockerfile");
         assert_eq!(
             changes,
@@ -290,21 +306,21 @@ mod tests {
         let answer = format!("```\n{}```", DOCKERFILE.replace("3.9", "3.12"));
         let args = serde_json::json!({"old_string": "FROM python:3.9-slim AS build", "new_string": "FROM python:3.12-slim AS build"});
         file.follow("edit", &args);
-        let (_, changes) = rewritten(&answer, std::slice::from_ref(&file)).unwrap();
+        let (_, changes) = rewritten(&answer, std::slice::from_ref(&file), false).unwrap();
         // After the first edit, line 5 alone is unique.
         assert_eq!(
             changes,
             [Change { line: 5, old: "FROM python:3.9-slim".into(), new: "FROM python:3.12-slim".into() }]
         );
         file.follow("write", &serde_json::json!({"content": DOCKERFILE.replace("3.9", "3.12")}));
-        assert!(rewritten(&answer, std::slice::from_ref(&file)).is_none());
+        assert!(rewritten(&answer, std::slice::from_ref(&file), false).is_none());
     }
 
     #[test]
     fn a_small_file_whose_every_line_changed_a_little_is_still_that_file() {
         let file = seen("FROM python:3.9-slim AS build\nWORKDIR /src\nFROM python:3.9-slim\n");
         let answer = "```\nFROM python:3.12-slim AS build\nWORKDIR /src\nFROM python:3.12-slim\n```";
-        let (_, changes) = rewritten(answer, std::slice::from_ref(&file)).unwrap();
+        let (_, changes) = rewritten(answer, std::slice::from_ref(&file), false).unwrap();
         assert_eq!(changes.iter().map(|c| c.line).collect::<Vec<_>>(), [1, 2]);
     }
 
@@ -313,7 +329,7 @@ mod tests {
         let go = "package report\n\nimport (\n\t\"bytes\"\n\t\"fmt\"\n\t\"os\"\n)\n";
         let file = seen(go);
         let answer = "```go\npackage report\n\nimport (\n\t\"fmt\"\n)\n```";
-        let (_, changes) = rewritten(answer, std::slice::from_ref(&file)).unwrap();
+        let (_, changes) = rewritten(answer, std::slice::from_ref(&file), true).unwrap();
         assert_eq!(
             changes,
             [
@@ -323,7 +339,7 @@ mod tests {
         );
         // A snippet of the part that changed: the rest of the file is not deleted.
         let answer = "```go\nimport (\n\t\"bytes\"\n\t\"fmt\"\n\t\"io\"\n\t\"os\"\n)\n```";
-        let (_, changes) = rewritten(answer, std::slice::from_ref(&file)).unwrap();
+        let (_, changes) = rewritten(answer, std::slice::from_ref(&file), false).unwrap();
         assert_eq!(changes, [Change { line: 5, old: "\t\"fmt\"".into(), new: "\t\"fmt\"\n\t\"io\"".into() }]);
     }
 
@@ -333,7 +349,7 @@ mod tests {
         let file = seen(py);
         // Blank lines dropped, and a function added after the last line, which occurs twice.
         let answer = "```python\nimport re\n\ndef a(x):\n    return x\n\ndef b(x):\n    return x\n\n\ndef c(x):\n    return x\n```";
-        let (_, changes) = rewritten(answer, std::slice::from_ref(&file)).unwrap();
+        let (_, changes) = rewritten(answer, std::slice::from_ref(&file), false).unwrap();
         assert_eq!(
             changes,
             [Change {
@@ -349,7 +365,7 @@ mod tests {
         let yaml = "kind: Deployment\nmetadata:\n  name: api\nspec:\n  replicas: 2\n---\nkind: Deployment\nmetadata:\n  name: worker\nspec:\n  replicas: 1\n";
         let file = seen(yaml);
         let answer = "```yaml\nkind: Deployment\nmetadata:\n  name: worker\nspec:\n  replicas: 4\n```";
-        let (_, changes) = rewritten(answer, std::slice::from_ref(&file)).unwrap();
+        let (_, changes) = rewritten(answer, std::slice::from_ref(&file), false).unwrap();
         assert_eq!(changes, [Change { line: 11, old: "  replicas: 1".into(), new: "  replicas: 4".into() }]);
     }
 
@@ -359,8 +375,34 @@ mod tests {
         let file = seen(toml);
         let answer =
             "Here's the updated content:\n\n```toml\n[cache]\ndir = \"/var/cache/imgproxy\"\nttl_seconds = 600\n```";
-        let (_, changes) = rewritten(answer, std::slice::from_ref(&file)).unwrap();
+        let (_, changes) = rewritten(answer, std::slice::from_ref(&file), false).unwrap();
         assert_eq!(changes, [Change { line: 3, old: "ttl_seconds = 300".into(), new: "ttl_seconds = 600".into() }]);
+    }
+
+    #[test]
+    fn lines_a_restated_file_leaves_out_are_deleted_only_when_deletions_are_asked_for() {
+        // Found in an eval run: deploy/staging.env restated after an edit, two lines dropped.
+        let env = "APP_ENV=staging\nDATABASE_HOST=db-staging-2.internal\nREDIS_URL=redis://cache:6379/0\nLOG_LEVEL=info\nDEBUG=false\nSENTRY_ENVIRONMENT=staging\n";
+        let file = seen(env);
+        let files = std::slice::from_ref(&file);
+        let answer = "```\nAPP_ENV=staging\nDATABASE_HOST=db-staging-2.internal\nDEBUG=false\n```";
+        assert!(rewritten(answer, files, false).is_none());
+        assert!(restates(answer, files));
+        let (_, changes) = rewritten(answer, files, true).unwrap();
+        assert_eq!(
+            changes,
+            [Change { line: 3, old: "REDIS_URL=redis://cache:6379/0\nLOG_LEVEL=info\n".into(), new: String::new() }]
+        );
+    }
+
+    #[test]
+    fn a_block_of_calls_written_as_json_is_not_a_json_file() {
+        // Found in an eval run: the answer's block of read/edit calls shared only its `{` and
+        // `}` lines with config/app.json, and became an edit that replaced the settings.
+        let json = "{\n  \"name\": \"orders-api\",\n  \"features\": {\n    \"bulk_import\": true\n  },\n  \"logging\": {\n    \"level\": \"info\"\n  }\n}\n";
+        let file = seen(json);
+        let answer = "```json\n{\n  \"name\": \"read\", \"arguments\": {\"path\": \"/ws/config/app.json\"}}\n}\n\n{\n  \"name\": \"edit\", \"arguments\": {\n    \"old_string\": \"features\"\n  }\n}\n```";
+        assert!(rewritten(answer, std::slice::from_ref(&file), true).is_none());
     }
 
     #[test]
@@ -371,11 +413,11 @@ mod tests {
         let indented = |body: &str| body.lines().map(|l| format!("   {l}\n")).collect::<String>();
         // Found in an eval run: the file restated, unchanged, under a list item, with a label.
         let answer = format!("1. **Add it:**\n\n   ```javascript\n   // src/money.js\n{}   ```\n", indented(js));
-        assert!(rewritten(&answer, files).is_none());
+        assert!(rewritten(&answer, files, false).is_none());
         // The same with a change: only the change is listed, without the indentation.
         let changed = js.replace("return x;", "return x * 2;");
         let answer = format!("1. **Add it:**\n\n   ```javascript\n   // src/money.js\n{}   ```\n", indented(&changed));
-        let (_, changes) = rewritten(&answer, files).unwrap();
+        let (_, changes) = rewritten(&answer, files, false).unwrap();
         assert_eq!(changes, [Change { line: 4, old: "  return x;".into(), new: "  return x * 2;".into() }]);
     }
 
@@ -384,10 +426,10 @@ mod tests {
         let file = seen(DOCKERFILE);
         let files = std::slice::from_ref(&file);
         // The file restated, unchanged.
-        assert!(rewritten(&format!("```\n{DOCKERFILE}```"), files).is_none());
+        assert!(rewritten(&format!("```\n{DOCKERFILE}```"), files, false).is_none());
         // Another text, a one-line snippet, no code block.
-        assert!(rewritten("```sh\ndocker build -t app .\ndocker run app\n```", files).is_none());
-        assert!(rewritten("```\nFROM python:3.12-slim\n```", files).is_none());
-        assert!(rewritten("Change FROM python:3.9-slim to FROM python:3.12-slim.", files).is_none());
+        assert!(rewritten("```sh\ndocker build -t app .\ndocker run app\n```", files, false).is_none());
+        assert!(rewritten("```\nFROM python:3.12-slim\n```", files, false).is_none());
+        assert!(rewritten("Change FROM python:3.9-slim to FROM python:3.12-slim.", files, false).is_none());
     }
 }

@@ -8,6 +8,7 @@ pub mod events;
 mod failing;
 mod given;
 pub mod history;
+mod places;
 pub mod prompt;
 pub mod run;
 pub mod steer;

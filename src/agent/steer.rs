@@ -7,6 +7,7 @@ use std::collections::HashSet;
 use super::answer_diff::{self, Seen};
 use super::dispatch::CallOutcome;
 use super::failing::Failing;
+use super::places::Places;
 use crate::config::RunConfig;
 use crate::model::Turn;
 
@@ -66,6 +67,8 @@ pub struct Steer {
     sent_back_failing: u32,
     sent_back_how_to: bool,
     sent_back_no_path: bool,
+    /// Where the run's greps found things, for a question about where something is.
+    places: Places,
 }
 
 /// The key under which answers are kept among `unchanged_since`'s calls (no tool has it).
@@ -109,6 +112,7 @@ impl Steer {
             sent_back_failing: 0,
             sent_back_how_to: false,
             sent_back_no_path: false,
+            places: Places::default(),
         }
     }
 
@@ -175,6 +179,14 @@ impl Steer {
             self.ran_since_change = tool == "bash";
         } else {
             self.unchanged_since.insert((tool.to_string(), super::history::normalize_args(arguments)));
+        }
+        if tool == "grep"
+            && let Some(pattern) = arg_of(arguments, "pattern")
+        {
+            match &outcome.result {
+                Ok(out) => self.places.note_grep(&pattern, &out.text),
+                Err(e) => self.places.note_grep(&pattern, &e.message),
+            }
         }
         if tool == "read"
             && let Ok(out) = &outcome.result
@@ -279,7 +291,7 @@ impl Steer {
         if !self.checks || gave_up || changes_blocked || !asks || self.changed || self.applied_answers >= MAX_APPLIED {
             return None;
         }
-        let (file, changes) = answer_diff::rewritten(answer, &self.seen)?;
+        let (file, changes) = answer_diff::rewritten(answer, &self.seen, task.is_some_and(asks_to_delete))?;
         self.applied_answers += 1;
         let pair = |c: &answer_diff::Change| serde_json::json!({"old_string": c.old, "new_string": c.new});
         let args = match changes.as_slice() {
@@ -316,7 +328,9 @@ impl Steer {
         changes_blocked: bool,
     ) -> Option<String> {
         let note = self.judge(task, answer, gave_up, changes_blocked)?;
-        self.said.push(note.clone());
+        // The lines the where-note quotes are the workspace's, and the answer may well be them.
+        let own = if note.starts_with(FOUND_HERE) { note.lines().next().unwrap_or_default() } else { &note };
+        self.said.push(own.to_string());
         // An answer sent back with "make a call" is not to be given again before something
         // changes; one that may stand (a question's answer) may.
         if self.must_act {
@@ -357,12 +371,27 @@ impl Steer {
             self.must_act = true;
             return Some(failing.note(gave_up));
         }
-        if !gave_up && !self.sent_back_no_path && task.is_some_and(asks_where) && !names_a_path(answer) {
+        if let Some(task) = task
+            && !self.sent_back_no_path
+            && asks_where(task)
+            && !names_a_path(answer)
+        {
             // "Where is MAX_UPLOAD_RETRIES defined, and what is its value?" was answered "The
             // value of MAX_UPLOAD_RETRIES is 12.", with the grep line that named the file just
-            // above it (2026-12-07).
-            self.sent_back_no_path = true;
-            return Some(NO_PATH.to_string());
+            // above it, and again after a note that asked for the file (2026-12-07): the note
+            // quotes the lines (`places`). A give-up is sent back only with lines to quote.
+            let quoted = self.places.of(task);
+            if !quoted.is_empty() {
+                self.sent_back_no_path = true;
+                return Some(format!(
+                    "{FOUND_HERE}\n{}\nAnswer again: the file's path and line, and what the task asks about it.",
+                    quoted.join("\n")
+                ));
+            }
+            if !gave_up {
+                self.sent_back_no_path = true;
+                return Some(NO_PATH.to_string());
+            }
         }
         if gave_up && self.can_run && !self.ran_bash && !self.sent_back_unrun {
             // "python3 main.py fails; fix it": the 1.5B model read main.py and gave up, twice,
@@ -409,7 +438,7 @@ impl Steer {
         if asks
             && self.changed
             && self.sent_back_diff < MAX_DIFF_NOTES
-            && let Some((file, changes)) = answer_diff::rewritten(answer, &self.seen)
+            && let Some((file, changes)) = answer_diff::rewritten(answer, &self.seen, task.is_some_and(asks_to_delete))
         {
             // The 1.5B model made the first of two edits the note listed, then gave the same
             // answer again.
@@ -448,7 +477,9 @@ impl Steer {
         // another answer; a task that asks for a change gets a call next. A question whose
         // answer merely claims a change may be answered again.
         self.must_act = asks;
-        if asks && let Some((file, changes)) = answer_diff::rewritten(answer, &self.seen) {
+        if asks
+            && let Some((file, changes)) = answer_diff::rewritten(answer, &self.seen, task.is_some_and(asks_to_delete))
+        {
             self.sent_back_diff += 1;
             return Some(format!(
                 "[note] The task asks for a change, but no call in this task changed anything. Your answer holds a new text of {path}, and text in an answer changes no file. Where it differs from what read showed, as edit's arguments:\n{}\nMake these changes now with edit on {path}, one call each.",
@@ -488,6 +519,10 @@ const UNFOUNDED_GIVE_UP: &str = "[note] You gave up, but every call you made wor
 /// An answer that tells the operator how to do the task, after a change. The next turn must
 /// be a call.
 const HOW_TO: &str = "[note] Your answer tells someone how to do the task, but nobody else will do it: the changes are yours to make, with tool calls. Make the call for the first step of it that is not done yet. If every step is done already, answer again with what you changed.";
+
+/// The same, when the run's searches showed where: the lines follow. It may stand next.
+const FOUND_HERE: &str =
+    "[note] The task asks where something is, and your answer names no file. The run's searches found it here:";
 
 /// An answer to a question about where something is that names no file. It may stand next.
 const NO_PATH: &str = "[note] The task asks where something is, and your answer names no file. Answer again with the file's path (and the line, if you know it), as the tool results above show it.";
@@ -699,6 +734,12 @@ pub fn asks_for_change(task: &str) -> bool {
     // "Make the loop run to 10 instead of 3" names what is to change without a verb for it.
     let instead = !task.contains('?') && lower.to_ascii_lowercase().contains("instead of");
     has_word(&lower, VERBS) || leads_a_clause(task, LEADING) || instead
+}
+
+/// Whether a task asks to take something out ("Remove the unused import", "delete the dead
+/// function"): then lines an answer's text of a file leaves out may be meant as deletions.
+fn asks_to_delete(task: &str) -> bool {
+    has_word(task, &["delete", "remove", "drop", "strip"]) || task.to_lowercase().contains("get rid of")
 }
 
 /// Whether one of `words` starts `text` or a clause of it (after `,`, `;`, `.`, or "and").

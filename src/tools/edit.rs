@@ -9,6 +9,7 @@
 mod ambiguous;
 mod endings;
 mod nearest;
+mod other_file;
 mod remaining;
 pub(crate) use nearest::strip_line_numbers;
 
@@ -359,7 +360,7 @@ fn edit_existing(
         Some(_) => {}
     }
 
-    let applied = applied.map_err(|miss| with(miss_error(plan, miss, shown, text)))?;
+    let applied = applied.map_err(|miss| with(miss_error(ctx, plan, miss, (shown, real), text)))?;
     // One replacement always changes the text; a batch may undo itself.
     if plan.batch && applied.text == text {
         return Err(with(ToolError::new(
@@ -490,7 +491,7 @@ fn create(
             return Err(empty_old_error(plan, i, shown, None).into());
         }
     }
-    let applied = apply(plan, &first.new, 1).map_err(|miss| miss_error(plan, miss, shown, &first.new))?;
+    let applied = apply(plan, &first.new, 1).map_err(|miss| miss_error(ctx, plan, miss, (shown, real), &first.new))?;
 
     let (dir, name, lock, created_dirs) = match parent {
         Some((dir, name, lock)) => (dir, name, lock, Vec::new()),
@@ -619,7 +620,13 @@ fn apply(plan: &Plan, start: &str, from: usize) -> Result<Applied, Miss> {
 }
 
 /// The error for a member that did not apply. `original` is the text before any member.
-fn miss_error(plan: &Plan, miss: Miss, shown: &Path, original: &str) -> ToolError {
+fn miss_error(
+    ctx: &ToolContext<'_>,
+    plan: &Plan,
+    miss: Miss,
+    (shown, real): (&Path, &Path),
+    original: &str,
+) -> ToolError {
     let m = &plan.members[miss.index];
     let i = miss.index;
     if miss.ambiguous {
@@ -629,6 +636,9 @@ fn miss_error(plan: &Plan, miss: Miss, shown: &Path, original: &str) -> ToolErro
     let mut detail = format!("old_string was not found in {}.", shown.display());
     detail.push_str(&plan.intermediate_note(i));
     detail.push('\n');
+    if let Some(note) = other_file::note(ctx, &m.old, real) {
+        let _ = writeln!(detail, "{note}");
+    }
     if i > 0 && original.contains(m.old.as_str()) {
         let (earlier, leave) =
             if i == 1 { ("edits[0]".to_string(), "leaves") } else { (format!("edits[0]-edits[{}]", i - 1), "leave") };

@@ -18,9 +18,11 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 mod binary;
+pub(crate) mod elsewhere;
 mod pattern;
 
 use binary::{BinaryCut, BinaryFrom, TextPart};
+use elsewhere::elsewhere;
 use pattern::{build_matcher, check_syntax};
 
 use super::walk::{self, Entry, FileVisitor, Filters, Flow, WalkErrors};
@@ -880,53 +882,6 @@ impl Accum {
             }
         }
     }
-}
-
-/// Where the pattern does match, when a search of one file or folder below the workspace's
-/// root found nothing, or the path given does not exist (`searched` is None): small models grep
-/// a file they guessed (`src/main.rs`, `Cargo.toml`), then give up or answer that nothing
-/// defines it. The workspace is searched as a grep without `path` would (the same ignores), and
-/// the first matching line of each file is shown, so the definition itself is often in front
-/// of the model; nothing when the pattern matches nowhere either.
-fn elsewhere(
-    ctx: &ToolContext<'_>,
-    searched: Option<&Path>,
-    matcher: &RegexMatcher,
-    multiline: bool,
-) -> Option<String> {
-    /// The files shown; the rest are counted.
-    const SHOWN: usize = 5;
-    let root = ctx.workspace.root();
-    if searched == Some(root) {
-        return None;
-    }
-    let searcher = searcher_builder(Mode::Content, 0, multiline);
-    let operator = walk::operator_ignore(ctx).ok()?;
-    let filters = Filters { include_hidden: false, operator, overrides: None, everything: false };
-    let found =
-        walk::run(ctx.workspace, root, &filters, || GrepVisitor::new(&searcher, matcher, Mode::Content)).ok()?;
-    let mut top = ContentTop::default();
-    for v in found {
-        top.merge(v.acc.content);
-    }
-    if top.total_files == 0 {
-        return None;
-    }
-    let mut text = format!(
-        "\nElsewhere in the workspace the pattern matches {} in {}; the first in each file:",
-        super::plural(top.total_matches, "line", "lines"),
-        super::plural(top.total_files as u64, "file", "files"),
-    );
-    for (path, hits) in top.files.iter().take(SHOWN) {
-        if let Some(Line::Match(n, line)) = hits.lines.iter().find(|l| matches!(l, Line::Match(..))) {
-            let _ = write!(text, "\n{}:{n}:{}", super::path_line(path), walk::clip(line));
-        }
-    }
-    if top.total_files > SHOWN {
-        let _ = write!(text, "\n(and {} more files)", top.total_files - SHOWN);
-    }
-    text.push_str("\nSearch there: path set to one of them, or left out for the whole workspace.");
-    Some(text)
 }
 
 /// A note after a case-sensitive search in lower case (`error`) that found fewer files than the

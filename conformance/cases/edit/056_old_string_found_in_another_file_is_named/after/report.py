@@ -1,0 +1,1 @@
+from pricing import apply_discount, calc_total
