@@ -318,6 +318,9 @@ pub struct SandboxConfig {
     /// in extended attributes, so it cannot make a setuid file or a symlink on the host) or
     /// `passthrough` (they reach the host as they are).
     pub share_mode: String,
+    /// The most MiB of new content one checkpoint keeps so that `abhed undo` can put back what
+    /// a call changed (one file at most a quarter of it); 0 turns checkpoints off.
+    pub checkpoint_mib: u64,
 }
 
 impl Default for SandboxConfig {
@@ -333,6 +336,7 @@ impl Default for SandboxConfig {
             boot_timeout_s: 30,
             disk_quota_mib: 2048,
             share_mode: "mapped".into(),
+            checkpoint_mib: 512,
         }
     }
 }

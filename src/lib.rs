@@ -20,3 +20,4 @@ pub mod model;
 pub mod sandbox;
 pub mod store;
 pub mod tools;
+pub mod undo;

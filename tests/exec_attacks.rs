@@ -26,6 +26,9 @@ struct Case {
     effect: Option<String>,
     #[serde(default)]
     git: bool,
+    /// The canary tree is committed to a repository: deleting it deletes files git tracks.
+    #[serde(default)]
+    tracked: bool,
     #[serde(default)]
     gap: Option<String>,
 }
@@ -62,14 +65,27 @@ fn run(vm: &Vm, n: usize, case: &Case) -> Outcome {
         let out = vm.bash(&setup);
         assert!(out.ok() && out.text().contains("Exit code: 0"), "case {n}: setup: {}", out.text());
     }
-    let out = vm.bash(&format!("cd {} && {}", dir.display(), case.command));
+    if case.tracked {
+        let setup = format!(
+            "cd {} && git init -q . && git add C && git -c user.name=t -c user.email=t@t commit -qm one",
+            dir.display()
+        );
+        let out = vm.bash(&setup);
+        assert!(out.ok() && out.text().contains("Exit code: 0"), "case {n}: setup: {}", out.text());
+    }
+    let (out, events) = vm.call_with(
+        Box::new(abhed::approval::gate::NoOperator),
+        serde_json::json!({"command": format!("cd {} && {}", dir.display(), case.command), "description": "test"}),
+    );
     let text = out.text();
+    // Or it ran, and what it deleted needed a confirmation nobody gave: its changes were undone.
+    let by_undo = events.iter().any(|e| e["kind"] == "observation" && e["payload"]["deletions_undone"].is_object());
     // The first look refused (an approval error: nothing ran), or the call ran and the exec check
     // refused a program in it. Any other error (the VM died: `kill -9 -1` reached the agent) is
     // not a refusal.
     let by_first_look = matches!(&out.result, Err(e) if e.code == ErrorCode::ApprovalDenied);
     let by_exec = out.ok() && vm.last_meta()["exec_denied"].as_array().is_some_and(|d| !d.is_empty());
-    let refused = by_first_look || by_exec;
+    let refused = by_first_look || by_exec || by_undo;
     let mut problems = Vec::new();
     if case.effect.as_deref().unwrap_or("tree") == "tree" && !dir.join("C/sub/f").exists() {
         problems.push("C/sub/f is gone".to_string());

@@ -213,6 +213,30 @@ fn chat_resumes_a_stored_session() {
     assert_eq!(tasks(&env, &id), ["Remember the code word heron", "What was the code word?"]);
 }
 
+/// `/undo` puts back what the last task's calls changed; `/undo all` what the session's did.
+#[test]
+fn chat_undo_puts_back_the_last_task_then_the_session() {
+    let env = Env::new();
+    let write = |name: &str| call("write", json!({"path": env.path(name), "content": format!("{name}\n")}));
+    let script = [write("a.txt"), answer("Wrote a.txt."), write("b.txt"), answer("Wrote b.txt.")].join("\n");
+    let script = env.file("chat.script", &script);
+    let pane = Pane::start(&env, &["chat", "--script", &script.display().to_string()]);
+    pane.wait_for("/help for commands", 20);
+    pane.line("Write a.txt");
+    pane.wait_for("Wrote a.txt.\n", 20);
+    pane.line("Write b.txt");
+    pane.wait_for("Wrote b.txt.\n", 20);
+    assert!(env.ws.join("a.txt").is_file() && env.ws.join("b.txt").is_file());
+    pane.line("/undo");
+    pane.wait_for("0 put back, 1 removed", 20);
+    assert!(env.ws.join("a.txt").is_file() && !env.ws.join("b.txt").exists());
+    pane.line("/undo all");
+    pane.wait_for_n("0 put back, 1 removed", 2, 20);
+    assert!(!env.ws.join("a.txt").exists());
+    pane.line("/exit");
+    pane.wait_for("EXITED 0", 20);
+}
+
 /// The real small model (SmolLM2-135M) in the terminal: its reply streams, and the turn ends.
 #[test]
 fn chat_on_the_real_model_streams_its_reply() {

@@ -85,9 +85,12 @@ pub fn execute_with(
         ["arguments", "arguments_raw", "arguments_omitted"].iter().find_map(|k| action.get(*k)).unwrap_or(&Value::Null);
     on_action(action_ev.seq, &call.name, shown);
 
+    // The workspace as it was before a call that may change it, so `abhed undo` can put it back.
+    let pending = super::checkpoint::before(ctx, &call.name);
     let start = Instant::now();
-    let result = run(registry, ctx, &call.name, parsed);
+    let mut result = run(registry, ctx, &call.name, parsed);
     let duration_ms = start.elapsed().as_millis() as u64;
+    let workspace = super::checkpoint::after(ctx, &call.name, shown, pending, &mut result);
 
     let mut obs = json!({ "action_seq": action_ev.seq, "tool": call.name, "duration_ms": duration_ms });
     let result = match result {
@@ -120,6 +123,15 @@ pub fn execute_with(
             return Err(fault.context(format!("internal error in tool {}", call.name)));
         }
     };
+    if let Some(fields) = workspace.map_err(|f| match f {
+        ToolFailure::Internal(e) => e,
+        ToolFailure::Model(e) => anyhow::anyhow!("{}", e.message),
+    })? && let Some(map) = fields.as_object()
+    {
+        for (k, v) in map {
+            obs[k.as_str()] = v.clone();
+        }
+    }
     let obs_ev = ctx.session.append(EventKind::Observation, &obs).context("cannot record the observation")?;
     Ok(CallOutcome {
         tool: call.name.clone(),

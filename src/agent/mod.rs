@@ -2,6 +2,7 @@
 //! ([`dispatch`]) by which a tool call becomes an observation, with both ends on record.
 
 mod answer_diff;
+mod checkpoint;
 pub mod compact;
 pub mod dispatch;
 pub mod events;

@@ -243,6 +243,57 @@ fn decide(
     }
 }
 
+/// After a bash call that deleted more files than the policy lets one call delete, or files
+/// git tracks: ask the operator whether to keep what it did. `true`: keep. With nobody to ask,
+/// or a "no", the caller undoes the call's changes. The answer is an approval event.
+pub fn keep_deletions(
+    ctx: &ToolContext<'_>,
+    command: &str,
+    deleted: &[String],
+    tracked: &[String],
+) -> Result<bool, ToolFailure> {
+    let max = max_deletions(ctx);
+    if deleted.len() <= max as usize && tracked.is_empty() {
+        return Ok(true);
+    }
+    let listed: Vec<&str> = tracked.iter().chain(deleted).map(String::as_str).take(10).collect();
+    let subject = format!(
+        "`{command}` deleted {} ({} tracked by git), among them: {}",
+        crate::tools::plural(deleted.len() as u64, "file", "files"),
+        tracked.len(),
+        listed.join(", ")
+    );
+    let q = Question {
+        tool: "bash",
+        description: "keep what this command deleted?",
+        subject: &subject,
+        reasons: &[],
+        offer_always: false,
+    };
+    let answer = ctx.approvals.approver.ask(&q);
+    let (decision, by) = match answer {
+        Some(Answer::Once | Answer::Always) => ("allowed", "operator"),
+        Some(Answer::Deny) => ("denied", "operator"),
+        None => ("denied", "no_operator"),
+    };
+    let payload = json!({
+        "tool": "bash", "subject": subject, "decision": decision, "by": by, "answer": answer,
+        "deleted": deleted.len(), "tracked": tracked.len(), "max_deletions": max,
+    });
+    ctx.session
+        .append(EventKind::Approval, &payload)
+        .map_err(|e| ToolFailure::Internal(e.context("cannot record the approval decision")))?;
+    Ok(decision == "allowed")
+}
+
+/// Files one bash call may delete without asking (`approval.max_deletions`).
+pub fn max_deletions(ctx: &ToolContext<'_>) -> u32 {
+    match ctx.approvals.policy.lock() {
+        Ok(p) => p.max_deletions(),
+        Err(p) => p.into_inner().max_deletions(),
+    }
+}
+
 /// In plan mode, put the saved plan to the operator. `Some(true)`: accepted (plan mode ends),
 /// `Some(false)`: declined, `None`: nobody can answer in this run. The answer is an event.
 pub fn plan_acceptance(ctx: &ToolContext<'_>, rendered: &str, version: u32) -> Result<Option<bool>, ToolFailure> {

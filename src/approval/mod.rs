@@ -122,12 +122,22 @@ const NO_OPERATOR: &str = "so it needs an operator's confirmation, and no operat
 pub struct Policy {
     rules: Rules,
     remembered: HashSet<String>,
+    max_deletions: u32,
 }
 
 impl Policy {
     /// Builds a policy from one configuration. Invalid patterns are errors naming the pattern.
     pub fn new(config: &PolicyConfig) -> Result<Self, PolicyError> {
-        Ok(Policy { rules: Rules::compile(config)?, remembered: HashSet::new() })
+        Ok(Policy {
+            rules: Rules::compile(config)?,
+            remembered: HashSet::new(),
+            max_deletions: config.max_deletions.unwrap_or(policy::DEFAULT_MAX_DELETIONS),
+        })
+    }
+
+    /// Files one bash call may delete without asking (tracked files aside).
+    pub fn max_deletions(&self) -> u32 {
+        self.max_deletions
     }
 
     /// Builds a policy from the user's configuration and a workspace's (which may come from an untrusted

@@ -60,7 +60,15 @@ pub struct PolicyConfig {
     pub deny: Vec<String>,
     #[serde(default)]
     pub paths: PathRulesConfig,
+    /// A bash call that deletes more files than this (or any file git tracks) asks first; with
+    /// no answer its changes are undone. `None` when the file does not say; the default is
+    /// [`DEFAULT_MAX_DELETIONS`]. A workspace policy may only lower it.
+    #[serde(default)]
+    pub max_deletions: Option<u32>,
 }
+
+/// Files one bash call may delete without asking (tracked files aside).
+pub const DEFAULT_MAX_DELETIONS: u32 = 20;
 
 /// Path patterns for the write and edit tools (globs on absolute paths; `**` crosses directories, `*`
 /// does not; a pattern without `/` matches a file name anywhere, gitignore-style).
@@ -165,6 +173,16 @@ pub(crate) fn layer(user: Option<PolicyConfig>, workspace: Option<PolicyConfig>)
             warnings.push(format!(
                 "ignored the workspace approval policy's `paths.host_code = \"{}\"`: a workspace policy may only make it stricter; set it in your user configuration to use it",
                 theirs.name()
+            ));
+        }
+    }
+    if let Some(theirs) = ws.max_deletions {
+        let ours = merged.max_deletions.unwrap_or(DEFAULT_MAX_DELETIONS);
+        if theirs <= ours {
+            merged.max_deletions = Some(theirs);
+        } else {
+            warnings.push(format!(
+                "ignored the workspace approval policy's `max_deletions = {theirs}`: a workspace policy may only lower it; set it in your user configuration to use it"
             ));
         }
     }

@@ -44,6 +44,7 @@ const HELP: &str = "Type a task and press Enter; follow-ups continue the same se
   Ctrl-C     stop the current turn (the session goes on)
   /resume    list this workspace's recent sessions; /resume ID continues one
   /continue  pick up where the last turn stopped, without a new task
+  /undo      put back what the last task's calls changed in the workspace; /undo all: the session's
   /exit      leave (or Ctrl-D)";
 
 /// The loop thread and its two channels.
@@ -133,6 +134,15 @@ pub fn run(a: ChatArgs) -> Result<u8, Failure> {
                 worker_ws = ws;
                 say(&format!("continuing session {id}; type a follow-up, or /continue"));
                 session = Some(id);
+                continue;
+            }
+            "/undo" | "/undo all" => {
+                match &session {
+                    Some(id) => {
+                        let _ = super::undo_cmd::in_chat(id, line == "/undo all").map_err(|f| say(&f.message));
+                    }
+                    None => say("nothing to undo: no task has run in this chat yet"),
+                }
                 continue;
             }
             l if l.starts_with('/') => {

@@ -13,6 +13,7 @@ mod render;
 mod run_cmd;
 mod sessions_cmd;
 mod tool_cmd;
+mod undo_cmd;
 
 use std::io::{IsTerminal as _, Write as _};
 use std::path::PathBuf;
@@ -76,6 +77,9 @@ enum Command {
     Sessions(sessions_cmd::SessionsCmd),
     /// Make exactly one tool call, as the model would, and print the observation.
     Tool(tool_cmd::ToolArgs),
+    /// Put the workspace back as it was before a session's calls changed it (bash's changes
+    /// included), latest call first.
+    Undo(undo_cmd::UndoArgs),
     /// Check what this host can run: QEMU, the VM image's checksums, KVM (by a timed boot), the
     /// sandbox backend, the model.
     Doctor(doctor_cmd::DoctorArgs),
@@ -123,6 +127,7 @@ pub fn main() -> ExitCode {
         Command::Eval(args) => eval_cmd::run(args),
         Command::Sessions(cmd) => sessions_cmd::run(cmd),
         Command::Tool(args) => tool_cmd::run(args),
+        Command::Undo(args) => undo_cmd::run(args),
         Command::Doctor(args) => doctor_cmd::run(args),
     };
     match result {

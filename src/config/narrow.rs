@@ -96,6 +96,7 @@ pub(super) const RULES: &[(&str, &str, Rule)] = &[
     ("sandbox", "boot_timeout_s", Rule::Lower),
     ("sandbox", "disk_quota_mib", Rule::Lower),
     ("sandbox", "share_mode", Rule::UserOnly(SANDBOX)),
+    ("sandbox", "checkpoint_mib", Rule::UserOnly("what undo can put back is the operator's choice")),
 ];
 
 pub(super) fn rule(table: &str, key: &str) -> Rule {

@@ -267,6 +267,29 @@ impl DirHandle {
         rustix::fs::mkdirat(&self.fd, name, Mode::from_raw_mode(mode)).map_err(io::Error::from)
     }
 
+    /// Remove the entry `name` (a directory, which must be empty, when `dir`), not following
+    /// a symlink: a symlink is removed, never what it points at.
+    pub fn remove(&self, name: &OsStr, dir: bool) -> io::Result<()> {
+        let flags = if dir { AtFlags::REMOVEDIR } else { AtFlags::empty() };
+        rustix::fs::unlinkat(&self.fd, name, flags).map_err(io::Error::from)
+    }
+
+    /// Set this directory's own permission bits (on the handle: no path is looked up).
+    pub fn set_mode(&self, mode: u32) -> io::Result<()> {
+        rustix::fs::fchmod(&self.fd, Mode::from_raw_mode(mode)).map_err(io::Error::from)
+    }
+
+    /// The target of the symlink `name`, as stored (never followed).
+    pub fn read_link(&self, name: &OsStr) -> io::Result<OsString> {
+        let target = rustix::fs::readlinkat(&self.fd, name, Vec::new())?;
+        Ok(OsStr::from_bytes(target.as_bytes()).to_os_string())
+    }
+
+    /// Make the symlink `name` pointing at `target` (which is not looked at).
+    pub fn symlink(&self, target: &OsStr, name: &OsStr) -> io::Result<()> {
+        rustix::fs::symlinkat(target, &self.fd, name).map_err(io::Error::from)
+    }
+
     /// Take this directory's write lock: writers of files in it, in this process and in
     /// others, take turns, so a read-check-replace is never interleaved with another.
     pub fn lock(&self) -> io::Result<DirLock> {

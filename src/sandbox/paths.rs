@@ -121,6 +121,11 @@ impl Workspace {
         std::iter::once(self.root.as_path()).chain(self.extra_roots.iter().map(PathBuf::as_path))
     }
 
+    /// Each root with its handle, in the order of [`Workspace::roots`].
+    pub fn root_handles(&self) -> impl Iterator<Item = (&Path, &DirHandle)> {
+        self.roots().zip(self.handles.iter().map(Arc::as_ref))
+    }
+
     /// Resolve a path argument named `field`. `raw` must be absolute.
     pub fn resolve(&self, field: &str, raw: &str) -> Result<Resolved, PathError> {
         if raw.trim().is_empty() {

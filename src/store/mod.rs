@@ -52,6 +52,8 @@ pub enum EventKind {
     Approval,
     /// Older turns were replaced, in the prompt, by a summary (the log keeps them).
     Compaction,
+    /// The operator undid calls' changes to the workspace (`abhed undo`).
+    Undo,
 }
 
 impl EventKind {
@@ -65,6 +67,7 @@ impl EventKind {
             EventKind::RunEnd => "run_end",
             EventKind::Approval => "approval",
             EventKind::Compaction => "compaction",
+            EventKind::Undo => "undo",
         }
     }
 }
