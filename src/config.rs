@@ -569,6 +569,13 @@ fn from_table(table: toml::Table, path: &Path) -> Result<Config> {
             cfg.sandbox.disk_quota_mib
         );
     }
+    if cfg.sandbox.checkpoint_mib > 1024 * 1024 {
+        bail!(
+            "invalid config {}: sandbox.checkpoint_mib is {}; it must be 0 to 1048576 (MiB of new content one checkpoint keeps for `abhed undo`; 0 turns checkpoints off; default 512)",
+            path.display(),
+            cfg.sandbox.checkpoint_mib
+        );
+    }
     if !(1..=64).contains(&cfg.model.parallel) || !(1..=256).contains(&cfg.task.max_concurrent) {
         bail!("invalid config {}: model.parallel must be 1 to 64 and task.max_concurrent 1 to 256", path.display());
     }

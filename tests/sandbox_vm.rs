@@ -621,7 +621,7 @@ fn the_exec_check_leaves_common_commands_alone() {
     std::fs::create_dir_all(root.join("build")).unwrap();
     std::fs::write(root.join("build/o"), "x").unwrap();
     let command = format!(
-        "cd {} && git init -q . && git status --short && pwd && ls | wc -l && python3 -c 'print(6*7)' && rm -r build && echo fine",
+        "cd {} && git init -q . && git status --short && pwd && ls | wc -l && python3 -c 'print(6*7)' && rm -r build && ls -a . > /dev/null && printenv PATH > /dev/null && which -a python3 > /dev/null && echo fine",
         root.display()
     );
     let out = vm.bash(&command);

@@ -380,6 +380,9 @@ impl Steer {
             // value of MAX_UPLOAD_RETRIES is 12.", with the grep line that named the file just
             // above it, and again after a note that asked for the file (2026-12-07): the note
             // quotes the lines (`places`). A give-up is sent back only with lines to quote.
+            // The last line is parroted ("..., and the task asks about the value of X", the value
+            // left out); "Give your answer again, with the file's path and line in it." was
+            // answered with the first answer again, word for word (one run each, 2026-12-07).
             let quoted = self.places.of(task);
             if !quoted.is_empty() {
                 self.sent_back_no_path = true;

@@ -602,3 +602,32 @@ fn the_sysrq_trigger_is_the_machine() {
     destructive("echo b >/proc//./sysrq-trigger");
     assert_eq!(decision("cat /proc/sysrq-trigger 2>/dev/null"), Decision::Allow);
 }
+
+/// The peer's rule cases where they apply (Codex's execpolicy example policy and its sed
+/// tests): an ask rule on `git reset --hard` does not catch `--keep` or `--merge`, and the
+/// everyday read-only commands its examples allow need no confirmation here either.
+#[test]
+fn the_peer_s_example_cases_where_they_apply() {
+    let p = policy("mode = \"auto\"\nask = [\"git reset --hard*\"]\n");
+    assert_eq!(p.check_command("git reset --hard").decision, Decision::Ask);
+    assert_eq!(p.check_command("git reset --keep").decision, Decision::Allow);
+    assert_eq!(p.check_command("git reset --merge").decision, Decision::Allow);
+    for cmd in [
+        "ls",
+        "ls -l",
+        "ls -a .",
+        "cat file.txt",
+        "cat -n README.md",
+        "head README.md",
+        "head -n 5 CHANGELOG.md",
+        "printenv",
+        "printenv PATH",
+        "pwd",
+        "which python3",
+        "which -a python3",
+        "sed -n 122,202p hello.txt",
+        "sed -n -e 122,202p hello.txt",
+    ] {
+        assert_eq!(decision(cmd), Decision::Allow, "{cmd}");
+    }
+}

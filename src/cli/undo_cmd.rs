@@ -58,7 +58,7 @@ pub fn in_chat(id: &str, all: bool) -> Result<u8, Failure> {
 /// Undo `args`' calls of session `id`; `last_task`: only those since its last task.
 fn undo(store: &Store, id: &str, args: &UndoArgs, last_task: bool) -> Result<u8, Failure> {
     let path = store.path();
-    let session = store.open_session(&id).map_err(|e| Failure::usage(format!("{e:#}")))?.ok_or_else(|| {
+    let session = store.open_session(id).map_err(|e| Failure::usage(format!("{e:#}")))?.ok_or_else(|| {
         Failure::usage(format!("no session `{id}` in {}; `abhed sessions list` shows them", path.display()))
     })?;
     let mut steps = Vec::new();
@@ -77,7 +77,7 @@ fn undo(store: &Store, id: &str, args: &UndoArgs, last_task: bool) -> Result<u8,
     }
     if steps.is_empty() {
         print_stdout(&format!(
-            "Nothing to undo: no call of session {id} changed the workspace, or it was undone already.\n"
+            "Nothing to undo: no call of session {id} has changes to the workspace on record that are not undone yet (calls made with checkpoints off, or before abhed kept them, have none).\n"
         ))?;
         return Ok(exit::OK);
     }

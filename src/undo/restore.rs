@@ -130,7 +130,10 @@ fn put(ws: &Workspace, objects: &Objects, path: &str, entry: &Entry) -> Result<(
     let (dir, name) = ws.open_parent(Path::new(path)).map_err(|e| format!("cannot be reached: {e}"))?;
     match entry {
         Entry::Dir { mode } => match dir.lstat(&name).map_err(|e| e.to_string())? {
-            Some(m) if m.kind == Kind::Dir => Ok(()),
+            // Still a folder: only its mode changed.
+            Some(m) if m.kind == Kind::Dir => {
+                dir.child_dir(&name).map_err(|e| e.to_string())?.set_mode(*mode).map_err(|e| e.to_string())
+            }
             Some(_) => Err("something else is there now".into()),
             // The mode set on the handle afterwards: mkdir's is cut by the umask.
             None => dir

@@ -595,9 +595,14 @@ mod tests {
             "git stash pop",
             "git gc",
             "git update-ref refs/heads/x HEAD",
+            // The peer's cases (Codex's execpolicy example: `git reset --hard` forbidden, these
+            // two not; abbreviations are normalised first, normalise.rs).
+            "git reset --keep",
+            "git reset --merge",
         ] {
             assert!(!is_destructive(cmd), "{cmd}");
         }
+        assert!(is_destructive("git reset --hard"));
     }
 
     #[test]

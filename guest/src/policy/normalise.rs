@@ -542,6 +542,7 @@ mod tests {
         assert_eq!(norm("git -c k=v push"), "git -c k=v push");
         assert_eq!(norm("git push --force-w"), "git push --force-with-lease");
         assert_eq!(norm("git reset --har"), "git reset --hard");
+        assert_eq!(norm("git reset --ke"), "git reset --keep");
         assert_eq!(norm("git clean --forc"), "git clean --force");
         assert_eq!(norm("git push -fu origin main"), "git push -f -u origin main");
         // Ambiguous for git too (force, force-with-lease, force-if-includes): left as written.
