@@ -7,7 +7,7 @@
 mod common;
 
 use abhed::agent::{Budgets, Event, Op, StopReason};
-use common::scripted::Fixture;
+use common::scripted::{Fixture, feedback};
 use serde_json::json;
 
 const BUDGETS: Budgets = Budgets { max_turns: 10, max_tokens: 100_000, max_wall_ms: None, max_reply_tokens: 256 };
@@ -25,15 +25,6 @@ fn call(tool: &str, args: serde_json::Value) -> String {
 
 fn answer(text: &str, status: &str) -> String {
     json!({"answer": text, "status": status}).to_string()
-}
-
-fn feedback(s: &abhed::store::Session<'_>) -> Vec<String> {
-    s.events()
-        .unwrap()
-        .iter()
-        .filter(|e| e.kind == "model_turn")
-        .filter_map(|e| e.payload["feedback"].as_str().map(str::to_string))
-        .collect()
 }
 
 fn tools_called(s: &abhed::store::Session<'_>) -> Vec<String> {

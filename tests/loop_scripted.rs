@@ -13,7 +13,7 @@ use abhed::agent::{Budgets, Event, Op, StopReason};
 use abhed::model::{Cancel, Role};
 use abhed::store::EventKind;
 use abhed::tools::Registry;
-use common::scripted::Fixture;
+use common::scripted::{Fixture, feedback};
 use serde_json::json;
 
 const BUDGETS: Budgets = Budgets { max_turns: 10, max_tokens: 100_000, max_wall_ms: None, max_reply_tokens: 256 };
@@ -419,16 +419,6 @@ fn a_read_larger_than_the_window_can_take_is_cut_and_the_run_goes_on() {
 
 /// The `call_only` flag of each stored model turn: what the loop asked the adapter's grammar to
 /// allow.
-/// The notes the loop sent back with the run's turns, in order.
-fn feedback(s: &abhed::store::Session<'_>) -> Vec<String> {
-    s.events()
-        .unwrap()
-        .iter()
-        .filter(|e| e.kind == "model_turn")
-        .filter_map(|e| e.payload["feedback"].as_str().map(str::to_string))
-        .collect()
-}
-
 fn call_only_flags(s: &abhed::store::Session<'_>) -> Vec<bool> {
     s.events()
         .unwrap()

@@ -43,22 +43,19 @@ pub(super) fn after(
     match before {
         Ok(None) => return Ok(None),
         Err(e) => fields["checkpoint_error"] = json!(e),
-        Ok(Some(before)) => {
-            let tracked = (tool == "bash").then(|| before.tracked(ctx));
-            match undo::after_call(ctx, before) {
-                Ok(Some(recorded)) => {
-                    if let Some(tracked) = tracked {
-                        let command = arguments["command"].as_str().unwrap_or_default();
-                        if let Some(undone) = deletions(ctx, command, &recorded.changes, tracked, result)? {
-                            fields["deletions_undone"] = undone;
-                        }
+        Ok(Some(before)) => match undo::after_call(ctx, &before) {
+            Ok(Some(recorded)) => {
+                if tool == "bash" {
+                    let command = arguments["command"].as_str().unwrap_or_default();
+                    if let Some(undone) = deletions(ctx, command, &recorded.changes, &before, result)? {
+                        fields["deletions_undone"] = undone;
                     }
-                    fields["workspace_changes"] = recorded.record;
                 }
-                Ok(None) => {}
-                Err(e) => fields["checkpoint_error"] = json!(e),
+                fields["workspace_changes"] = recorded.record;
             }
-        }
+            Ok(None) => {}
+            Err(e) => fields["checkpoint_error"] = json!(e),
+        },
     }
     fields["checkpoint_ms"] = json!(pending.ms + start.elapsed().as_millis() as u64);
     Ok(Some(fields))
@@ -70,7 +67,7 @@ fn deletions(
     ctx: &ToolContext<'_>,
     command: &str,
     changes: &[Change],
-    tracked: Option<Vec<String>>,
+    before: &Before,
     result: &mut Result<ToolOutput, ToolFailure>,
 ) -> Result<Option<Value>, ToolFailure> {
     let deleted: Vec<String> = changes
@@ -81,8 +78,9 @@ fn deletions(
     if deleted.is_empty() {
         return Ok(None);
     }
-    // An index that cannot be read: every deleted file counts as tracked.
-    let tracked: Vec<String> = match tracked {
+    // Read only now that something was deleted: the index may be megabytes, and most calls
+    // delete nothing. An index that cannot be read: every deleted file counts as tracked.
+    let tracked: Vec<String> = match before.tracked(ctx) {
         Some(t) => {
             let t: HashSet<String> = t.into_iter().collect();
             deleted.iter().filter(|p| t.contains(*p)).cloned().collect()

@@ -85,7 +85,7 @@ impl Before {
 
 /// Read the workspace again after the call, save the scan for the next one, and give what the
 /// call changed, when it changed anything.
-pub fn after_call(ctx: &ToolContext<'_>, before: Before) -> Result<Option<Recorded>, String> {
+pub fn after_call(ctx: &ToolContext<'_>, before: &Before) -> Result<Option<Recorded>, String> {
     let Some(limits) = limits(ctx) else { return Ok(None) };
     let objects = Objects::beside(ctx.session.store_path());
     let (after, _) = tree::scan(ctx.workspace, &before.tree, &objects, limits);

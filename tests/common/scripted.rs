@@ -87,3 +87,13 @@ impl Fixture {
         ev_rx.into_iter().collect()
     }
 }
+
+/// The notes the loop sent back with answers, in order (each model_turn's `feedback`).
+pub fn feedback(s: &Session<'_>) -> Vec<String> {
+    s.events()
+        .unwrap()
+        .iter()
+        .filter(|e| e.kind == "model_turn")
+        .filter_map(|e| e.payload["feedback"].as_str().map(str::to_string))
+        .collect()
+}
