@@ -215,3 +215,36 @@ fn an_unreadable_report_does_not_count() {
     // A report of another shape (an older abhed's) is refused, and says so.
     assert!(err.contains("was written by another version of abhed and cannot be read"), "{err}");
 }
+
+#[test]
+fn a_part_of_the_suite_is_shown_and_never_stored() {
+    let env = Env::new();
+    let work = work_dir(&env);
+    let ws = work.join("ws").display().to_string();
+    let reads: Vec<Vec<String>> = probe::tasks(&suite(), Part::Probe)
+        .unwrap()
+        .into_iter()
+        .filter(|t| t.name.starts_with("read/"))
+        .map(|t| t.spec.solution)
+        .collect();
+    let text: String = reads.concat().iter().map(|t| t.replace("$WS", &ws) + "\n").collect();
+    let script = env.file("reads.txt", &text);
+    let out = env
+        .command(&["conformance", "--json", "--only", "probe/read", "--script"])
+        .arg(&script)
+        .arg("--work-dir")
+        .arg(&work)
+        .env_remove(ALLOW)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--only: a part of the suite ran; the report below is not stored"), "{err}");
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let tools: Vec<&str> = report["tools"].as_array().unwrap().iter().filter_map(|s| s["tool"].as_str()).collect();
+    assert_eq!(tools, ["read"]);
+    assert_eq!(report["totals"]["probe"]["passed"], reads.len());
+    // Nothing on record: the gate still refuses the model.
+    let (code, err) = run_gated(&env, &script, &[]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("has no conformance report on record"), "{err}");
+}

@@ -155,3 +155,24 @@ fn lines_an_answer_leaves_out_are_deletions_only_when_the_task_asks_for_one() {
         assert_eq!(listed, deletes, "{task}: {notes:?}");
     }
 }
+
+/// An answer that holds a write call whose content is left out (`[...]`) is not sent back with
+/// that call to make: the 1.5B model made it, and replaced the file it had just changed
+/// correctly with `[...]` (the suite's config-yaml-value, 2026-12-07).
+#[test]
+fn a_call_written_as_text_with_its_content_left_out_is_never_offered() {
+    let f = Fixture::new();
+    std::fs::write(f.ws.join("app.yaml"), "replicas: 1\n").unwrap();
+    let task = "Set replicas in app.yaml to 4.";
+    let read = call("read", json!({"path": f.p("app.yaml")}));
+    let edit = call("edit", json!({"path": f.p("app.yaml"), "old_string": "replicas: 1", "new_string": "replicas: 4"}));
+    let text = format!(
+        "Save the changes with write:\n\n```json\n{}\n```\n\nReplace `[...]` with the content.",
+        json!({"name": "write", "arguments": {"path": f.p("app.yaml"), "content": "[...]"}})
+    );
+    let s = f.store.create_session(&f.ws).unwrap();
+    let script = [read, edit, answer(&text, "done"), answer("Done: replicas is 4.", "done")].join("\n");
+    f.run(&s, &script, Op::Task(task.into()), BUDGETS);
+    assert!(feedback(&s).iter().all(|n| !n.contains("written as text")), "{:?}", feedback(&s));
+    assert_eq!(std::fs::read_to_string(f.ws.join("app.yaml")).unwrap(), "replicas: 4\n");
+}

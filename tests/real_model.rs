@@ -239,6 +239,12 @@ fn the_turn_grammar_admits_valid_turns_only() {
     for reply in bad {
         assert!(!session.grammar_accepts(reply).unwrap(), "admitted: {reply}");
     }
+    // A turn held to the tool the task names admits a call of that tool only.
+    let todo = r#"{"tool": "todo", "arguments": {"todos": [{"content": "run the tests", "status": "done"}]}}"#;
+    assert!(session.tool_grammar_accepts("todo", todo).unwrap(), "rejected: {todo}");
+    for reply in [ok[0], ok[2], r#"{"tool": "write", "arguments": {"path": "/w/todo", "content": "x"}}"#] {
+        assert!(!session.tool_grammar_accepts("todo", reply).unwrap(), "admitted as a todo call: {reply}");
+    }
 }
 
 #[test]

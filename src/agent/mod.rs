@@ -9,6 +9,7 @@ pub mod events;
 mod failing;
 mod given;
 pub mod history;
+mod named_tool;
 mod places;
 pub mod prompt;
 pub mod run;

@@ -178,6 +178,7 @@ impl<'a, 'm> Agent<'a, 'm> {
             deadline: a.deadline,
             answer_only: a.answer_only,
             call_only,
+            only_tool: if call_only { a.only_tool } else { None },
             vary,
             on_token: None,
         };
@@ -340,6 +341,7 @@ impl<'a, 'm> Agent<'a, 'm> {
             let events = self.events.clone();
             let tell = move |piece: &str| drop(events.send(Event::Token { text: piece.to_string() }));
             let call_only = steer.call_only() && !answer_only;
+            let only_tool = steer.only_tool(self.current_task.as_deref());
             let req = TurnRequest {
                 messages: &self.messages,
                 max_tokens: budgets.max_reply_tokens,
@@ -347,6 +349,7 @@ impl<'a, 'm> Agent<'a, 'm> {
                 deadline,
                 answer_only,
                 call_only,
+                only_tool: if call_only { only_tool } else { None },
                 vary: cut_in_row,
                 on_token: self.setup.stream_tokens.then_some(&tell as &dyn Fn(&str)),
             };
@@ -413,7 +416,7 @@ impl<'a, 'm> Agent<'a, 'm> {
             let mut set_aside = Vec::new();
             let mut call_only = call_only;
             // What a turn asked for again is asked with: the turn's own request but for `vary`.
-            let again = Again { max_tokens: budgets.max_reply_tokens, deadline, answer_only };
+            let again = Again { max_tokens: budgets.max_reply_tokens, deadline, answer_only, only_tool };
             let mut tries = 0;
             while let Ok(turn) = &parsed
                 && !answer_only
@@ -511,6 +514,9 @@ impl<'a, 'm> Agent<'a, 'm> {
             });
             if !set_aside.is_empty() {
                 payload["set_aside"] = json!(set_aside);
+            }
+            if call_only && let Some(tool) = only_tool {
+                payload["only_tool"] = json!(tool);
             }
             if let Some(record) = &from_answer {
                 payload["from_answer"] = record.clone();
@@ -849,6 +855,8 @@ struct Again {
     max_tokens: u32,
     deadline: Option<Instant>,
     answer_only: bool,
+    /// The tool a turn asked for as a call is held to (`Steer::only_tool`).
+    only_tool: Option<&'static str>,
 }
 
 #[derive(Default)]

@@ -69,6 +69,8 @@ pub struct Steer {
     sent_back_no_path: bool,
     /// Where the run's greps found things, for a question about where something is.
     places: Places,
+    /// A call of the tool the task names worked (`only_tool`).
+    named_tool_worked: bool,
 }
 
 /// The key under which answers are kept among `unchanged_since`'s calls (no tool has it).
@@ -113,12 +115,22 @@ impl Steer {
             sent_back_how_to: false,
             sent_back_no_path: false,
             places: Places::default(),
+            named_tool_worked: false,
         }
     }
 
     /// Only a tool call is allowed this turn (`run.first_turn_acts`, `run.act_after_error`).
     pub fn call_only(&self) -> bool {
         self.must_act
+    }
+
+    /// The one tool a turn that must be a call may call: the tool the task tells the agent to
+    /// use (`named_tool`), until a call of it has worked.
+    pub fn only_tool(&self, task: Option<&str>) -> Option<&'static str> {
+        if self.named_tool_worked {
+            return None;
+        }
+        task.and_then(|t| super::named_tool::named_tool(t, &self.tools))
     }
 
     /// Whether a turn repeats a call made, or an answer given, since the last change: the call's
@@ -217,6 +229,7 @@ impl Steer {
         {
             self.missing.insert(path);
         }
+        self.named_tool_worked |= outcome.ok() && self.only_tool(task) == Some(tool);
         self.calls += 1;
         self.ran_bash |= tool == "bash";
         self.changed |= outcome.mutated();
@@ -576,6 +589,12 @@ fn call_as_text(answer: &str, tools: &[&str]) -> Option<(String, String)> {
         let v: serde_json::Value = serde_json::from_str(&block.join("\n")).ok()?;
         let name = v.get("name").or_else(|| v.get("tool"))?.as_str()?;
         let args = v.get("arguments").filter(|a| a.is_object())?;
+        // A call whose text is left out (`"content": "[...]"`) is not one to make: sent back
+        // as "make the call itself now", it replaced a file with `[...]` (config-yaml-value,
+        // 2026-12-07).
+        if args.as_object()?.values().any(|a| a.as_str().is_some_and(crate::tools::write::is_placeholder)) {
+            return None;
+        }
         tools
             .contains(&name)
             .then(|| (name.to_string(), serde_json::json!({"name": name, "arguments": args}).to_string()))

@@ -38,6 +38,11 @@ pub struct ConformanceArgs {
     /// Print nothing on stderr while the suite runs.
     #[arg(long, short)]
     quiet: bool,
+    /// Run only the probe tasks and recovery scenarios whose `PART/NAME` starts with PREFIX
+    /// (`probe/edit`, `recovery/stale_read`; repeatable). For working on the loop: the report is
+    /// printed but not stored, so it never decides whether a model may serve.
+    #[arg(long, value_name = "PREFIX", conflicts_with_all = ["show", "harness_only"])]
+    only: Vec<String>,
 }
 
 pub fn run(a: ConformanceArgs) -> Result<u8, Failure> {
@@ -126,11 +131,16 @@ pub fn run(a: ConformanceArgs) -> Result<u8, Failure> {
                 recovery: Vec::new(),
                 errors: Vec::new(),
             };
-            run_model_parts(&suite, &mut runner, &mut report, &progress)?;
+            run_model_parts(&suite, &mut runner, &mut report, &a.only, &progress)?;
             Ok(report)
         },
     )?;
     report.wall_ms = t0.elapsed().as_millis() as u64;
+    if !a.only.is_empty() {
+        // A part of the suite is no verdict: shown, never stored as the model's report.
+        progress("--only: a part of the suite ran; the report below is not stored");
+        return print_report(&report, &th, a.json);
+    }
     store.save_report(&key, &report.suite_digest, &report.to_json(&th)).map_err(|e| Failure::internal(&e))?;
     print_report(&report, &th, a.json)
 }
@@ -140,6 +150,7 @@ fn run_model_parts(
     suite: &Suite,
     runner: &mut Runner<'_>,
     report: &mut Report,
+    only: &[String],
     progress: &dyn Fn(&str),
 ) -> Result<(), Failure> {
     let probe_tasks = probe::tasks(suite, Part::Probe).map_err(|e| Failure::internal(&e))?;
@@ -149,6 +160,12 @@ fn run_model_parts(
     for t in &recovery {
         runs.push((t, Part::Recovery, Some(Variant::Instructive)));
         runs.push((t, Part::Recovery, Some(Variant::Bare)));
+    }
+    if !only.is_empty() {
+        runs.retain(|(t, part, _)| {
+            let id = format!("{}/{}", part.dir(), t.name);
+            only.iter().any(|p| id.starts_with(p.as_str()))
+        });
     }
     let total = runs.len();
     for (i, (task, part, variant)) in runs.into_iter().enumerate() {

@@ -248,22 +248,35 @@ impl LlamaEngine {
         let ctx = self.model.new_context(backend()?, cparams).map_err(|e| {
             anyhow!("llama.cpp could not create a context of {n_ctx} tokens ({e}); lower --ctx or model.n_ctx")
         })?;
-        let grammars = match &self.native {
+        let native_call = |schema: &serde_json::Value| {
+            llama_cpp_2::json_schema_to_grammar(&serde_json::to_string(schema)?)
+                .map_err(|e| anyhow!("llama.cpp could not turn the call schema into a grammar: {e}"))
+        };
+        let mut grammars = match &self.native {
             Some(n) => {
-                let call = llama_cpp_2::json_schema_to_grammar(&serde_json::to_string(schema.native_call_schema())?)
-                    .map_err(|e| anyhow!("llama.cpp could not turn the call schema into a grammar: {e}"))?;
+                let call = native_call(schema.native_call_schema())?;
                 Grammars {
                     either: self.check_grammar(n.grammar(&call, Only::Either)?)?,
                     answer: self.check_grammar(n.grammar(&call, Only::Answer)?)?,
                     call: self.check_grammar(n.grammar(&call, Only::Call)?)?,
+                    tools: Vec::new(),
                 }
             }
             None => Grammars {
                 either: self.grammar(schema.json_schema())?,
                 answer: self.grammar(schema.answer_schema())?,
                 call: self.grammar(schema.call_schema())?,
+                tools: Vec::new(),
             },
         };
+        for name in schema.tools() {
+            let Some((call, native)) = schema.tool_call_schemas(name) else { continue };
+            let gbnf = match &self.native {
+                Some(n) => self.check_grammar(n.grammar(&native_call(native)?, Only::Call)?)?,
+                None => self.grammar(call)?,
+            };
+            grammars.tools.push((name.clone(), gbnf));
+        }
         Ok(LlamaSession {
             engine: self,
             ctx,
@@ -334,13 +347,17 @@ pub(crate) struct Grammars {
     answer: String,
     /// Only a call (a task's first turn).
     call: String,
+    /// Only a call of one tool (`TurnRequest::only_tool`), per tool.
+    tools: Vec<(String, String)>,
 }
 
 impl Grammars {
-    pub(crate) fn pick(&self, answer_only: bool, call_only: bool) -> &str {
+    pub(crate) fn pick(&self, answer_only: bool, call_only: bool, only_tool: Option<&str>) -> &str {
         match (answer_only, call_only) {
             (true, _) => &self.answer,
-            (false, true) => &self.call,
+            (false, true) => only_tool
+                .and_then(|t| self.tools.iter().find(|(name, _)| name == t))
+                .map_or(&self.call, |(_, gbnf)| gbnf),
             (false, false) => &self.either,
         }
     }
@@ -384,9 +401,19 @@ impl LlamaSession<'_> {
     /// Whether `reply` is a complete turn under the turn grammar, fed through it token by token
     /// as generation would feed it. For tests and diagnostics of the grammar itself.
     pub fn grammar_accepts(&self, reply: &str) -> Result<bool> {
+        self.accepts(&self.grammars.either, reply)
+    }
+
+    /// Whether the grammar of a turn held to a call of `tool` (`TurnRequest::only_tool`) admits
+    /// `reply`.
+    pub fn tool_grammar_accepts(&self, tool: &str, reply: &str) -> Result<bool> {
+        self.accepts(self.grammars.pick(false, true, Some(tool)), reply)
+    }
+
+    fn accepts(&self, gbnf: &str, reply: &str) -> Result<bool> {
         let model = &self.engine.model;
         let vocab = model.vocab();
-        let mut sampler = TurnSampler::new(model, &self.grammars.either, 0.0, 0)?;
+        let mut sampler = TurnSampler::new(model, gbnf, 0.0, 0)?;
         for token in vocab.tokenize(reply.as_bytes(), false, false) {
             if !sampler.accepts(token) {
                 return Ok(false);
@@ -596,7 +623,7 @@ impl LlamaSession<'_> {
     fn generate(&mut self, req: &TurnRequest<'_>, stop: &dyn Fn() -> bool) -> Result<Generated, ModelError> {
         let model = &self.engine.model;
         let p = &self.engine.params;
-        let gbnf = self.grammars.pick(req.answer_only, req.call_only);
+        let gbnf = self.grammars.pick(req.answer_only, req.call_only, req.only_tool);
         let (temperature, seed) = req.decoding(p.settings.temperature, p.settings.seed);
         let mut sampler = TurnSampler::new(model, gbnf, temperature, seed)?;
         let vocab = model.vocab();

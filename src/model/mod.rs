@@ -90,6 +90,9 @@ pub struct TurnRequest<'a> {
     /// the turn after a failed call (`run.act_after_error`).
     /// Adapters with a grammar enforce it; `answer_only` wins when both are set.
     pub call_only: bool,
+    /// Only a call of this tool is allowed this turn (with `call_only`): the task names the
+    /// tool to use, and no call of it has worked yet. Adapters with a grammar enforce it.
+    pub only_tool: Option<&'a str>,
     /// 0: decode as configured. n > 0: the n-th try again of a turn whose reply repeated a
     /// call (`run.resample_repeats`): decode with at least [`VARY_TEMPERATURE`] and a seed
     /// that depends on n, so that the reply can differ and a run stays reproducible.
@@ -112,6 +115,7 @@ impl<'a> TurnRequest<'a> {
             deadline: None,
             answer_only: false,
             call_only: false,
+            only_tool: None,
             vary: 0,
             on_token: None,
         }

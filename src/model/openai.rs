@@ -36,6 +36,8 @@ pub struct OpenAi {
     schema: Value,
     answer_schema: Value,
     call_schema: Value,
+    /// A call of one tool only, per tool (`TurnRequest::only_tool`).
+    tool_schemas: Vec<(String, Value)>,
     n_ctx: Option<u32>,
 }
 
@@ -63,6 +65,11 @@ impl OpenAi {
             schema: schema.json_schema().clone(),
             answer_schema: schema.answer_schema().clone(),
             call_schema: schema.call_schema().clone(),
+            tool_schemas: schema
+                .tools()
+                .iter()
+                .filter_map(|t| schema.tool_call_schemas(t).map(|(call, _)| (t.clone(), call.clone())))
+                .collect(),
         };
         if me.n_ctx.is_none() {
             me.n_ctx = me.server_n_ctx(&root);
@@ -85,7 +92,10 @@ impl OpenAi {
             req.messages.iter().map(|m| json!({"role": m.role.as_str(), "content": m.content})).collect();
         let schema = match (req.answer_only, req.call_only) {
             (true, _) => &self.answer_schema,
-            (false, true) => &self.call_schema,
+            (false, true) => req
+                .only_tool
+                .and_then(|t| self.tool_schemas.iter().find(|(name, _)| name == t))
+                .map_or(&self.call_schema, |(_, schema)| schema),
             (false, false) => &self.schema,
         };
         let (temperature, seed) = req.decoding(self.params.temperature, 0);

@@ -34,6 +34,8 @@ pub struct TurnSchema {
     /// A turn that may only be a tool call.
     call: Value,
     tools: Vec<String>,
+    /// Each tool's call alone, JSON-turn and native, for a turn held to one tool.
+    tool_calls: Vec<(String, Value, Value)>,
     /// The JSON schema of a call in the model's own format: `{"name": ..., "arguments": ...}`.
     native_call: Value,
     /// The tools as a chat template's `tools` variable takes them (OpenAI's function shape).
@@ -81,6 +83,12 @@ impl TurnSchema {
                 })
             })
             .collect();
+        let names = registry.names();
+        let tool_calls = names
+            .iter()
+            .zip(variants.iter().zip(&native_variants))
+            .map(|(name, (call, native))| (name.to_string(), call.clone(), native.clone()))
+            .collect();
         let functions = registry
             .iter()
             .map(|t| {
@@ -94,7 +102,8 @@ impl TurnSchema {
             schema: json!({ "oneOf": variants }),
             answer,
             call,
-            tools: registry.names().iter().map(|s| s.to_string()).collect(),
+            tools: names.iter().map(|s| s.to_string()).collect(),
+            tool_calls,
             native_call: json!({ "oneOf": native_variants }),
             functions,
         }
@@ -123,6 +132,17 @@ impl TurnSchema {
     /// The JSON schema of a turn that may only be a tool call.
     pub fn call_schema(&self) -> &Value {
         &self.call
+    }
+
+    /// The names of the tools offered, in the prompt's order.
+    pub fn tools(&self) -> &[String] {
+        &self.tools
+    }
+
+    /// The JSON schema of a turn that may only be a call of `tool` (JSON turn), and of that
+    /// call in the model's own format; `None` for a tool not offered.
+    pub fn tool_call_schemas(&self, tool: &str) -> Option<(&Value, &Value)> {
+        self.tool_calls.iter().find(|(name, _, _)| name == tool).map(|(_, call, native)| (call, native))
     }
 
     /// Parse a reply. The error is written for the model: it says what was wrong and shows the

@@ -165,12 +165,51 @@ fn check(index: usize, one: One, max_turns_limit: u32) -> Result<TaskSpec, ToolE
     }
     if !prompt.contains(char::is_whitespace) && (prompt.starts_with('/') || prompt.contains('*')) {
         // Qwen2.5-Coder-1.5B gave `/ws/tests/*.ts` as the prompt of "have a subagent list the
-        // test files", in 2 of 2 probe runs.
+        // test files", in every probe run, with the task itself as the description ("Find
+        // which file under /ws/src defines MAX_RETRIES, and report what it found."): the two
+        // swapped. Where the description reads as a whole task, the example is that swap;
+        // else a prompt made of the path. It keeps the call's agent_type: made again from the
+        // example alone, the call would lose the profile asked for.
+        let description = one.description.trim();
+        let words: Vec<&str> = description.split_whitespace().collect();
+        // A description that would pass as a prompt (below) is taken for one.
+        let swapped = words.len() >= 4 && leans_on_context(description).is_none();
+        let mut example = if swapped {
+            // The path's folder, before any pattern: a description that names it has the path.
+            let base = prompt.split(['*', '?', '[', '{']).next().unwrap_or(prompt).trim_end_matches('/');
+            let task = if !base.is_empty() && description.contains(base) {
+                description.to_string()
+            } else {
+                format!("{} (in {prompt}).", description.trim_end_matches('.'))
+            };
+            serde_json::json!({"prompt": task, "description": words[..3].join(" ")})
+        } else {
+            serde_json::json!({
+                "prompt": format!("List the files that match {prompt} (use glob) and report their paths."),
+                "description": if description.is_empty() { "List the files" } else { description },
+            })
+        };
+        if let Some(profile) = one.agent_type {
+            example["agent_type"] = serde_json::json!(profile.as_str());
+        }
+        // Told of the prompt alone, the model fixed it and was then refused for max_turns: every
+        // problem of the call is told at once. The prompt's comes last: told of max_turns last,
+        // the model fixed that alone.
+        let also = match one.max_turns {
+            Some(n) if n == 0 || n > max_turns_limit => format!(
+                " max_turns {n} is over the limit too: it must be 1 to {max_turns_limit} (task.max_turns), or left out for {max_turns_limit}, as in the example below."
+            ),
+            _ => String::new(),
+        };
+        let why = if swapped {
+            " Your description reads as the task: make it the prompt, and give a 3-5 word label as the description"
+        } else {
+            " Say in words what it is to do, with the paths it needs, and what to report back"
+        };
         return Err(ToolError::new(
             ErrorCode::NotSelfContained,
             format!(
-                "the prompt{which} {prompt:?} is a path, not a task: the subagent is a model that reads the prompt as its instructions, and sees none of this conversation. Say in words what it is to do, with the paths it needs, and what to report back, e.g. {example}. No subagent was started.",
-                example = serde_json::json!({"prompt": format!("List the files that match {prompt} (use glob) and report their paths."), "description": "List the files"}),
+                "the prompt{which} {prompt:?} is a path, not a task: the subagent is a model that reads the prompt as its instructions, and sees none of this conversation.{also}{why}, e.g. {example}. No subagent was started.",
             ),
         ));
     }

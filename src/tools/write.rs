@@ -49,6 +49,19 @@ impl Tool for Write {
     fn run(&self, ctx: &ToolContext<'_>, args: Value) -> ToolResult {
         let args: Args = super::parse_args(self.name(), args)?;
         let path = ctx.workspace.resolve("path", &args.path)?;
+        if is_placeholder(&args.content) {
+            // Qwen2.5-Coder-1.5B wrote `"content": "[...]"` over an 84-line YAML file it had
+            // just changed correctly (the suite's config-yaml-value, 2026-12-07).
+            return Err(ToolError::new(
+                ErrorCode::InvalidArguments,
+                format!(
+                    "content is {:?}, which stands for text left out, not a file's text: written, {} would hold only that. Give the file's whole text as content; to change part of a file, use edit, with old_string and new_string copied from it.",
+                    args.content.trim(),
+                    path.shown.display()
+                ),
+            )
+            .into());
+        }
         let pasted = pasted_read_output(&args.content, &path.shown)?;
         let unpasted = pasted.as_ref().map(|p| p.text.clone());
         let shown = path.shown.as_path();
@@ -149,6 +162,10 @@ impl Tool for Write {
         if !created_dirs.is_empty() {
             text.push_str(&format!(" Created directories: {}.", fsutil::list_paths(&created_dirs)));
         }
+        let summary = previous.as_ref().and_then(|((old, _), _)| overwrite_summary(old, new));
+        if let Some((sentences, _)) = &summary {
+            text.push_str(sentences);
+        }
         if let Some(note) = previous.as_ref().and_then(|(_, meta)| fsutil::hard_link_note("write", shown, meta.nlink)) {
             text.push(' ');
             text.push_str(&note);
@@ -158,6 +175,10 @@ impl Tool for Write {
         }
         if unpasted.is_some() {
             text.push_str(UNPASTED_NOTE);
+        }
+        // The lines go last, after every sentence, as read shows lines.
+        if let Some((_, Some(lines))) = &summary {
+            text.push_str(lines);
         }
         Ok(ToolOutput { mutated: true, file: Some(FileIdentity::new(shown, sha)), ..ToolOutput::new(text) })
     }
@@ -290,6 +311,99 @@ impl Pasted {
 }
 
 /// What the result says when the content was read's output with the header and numbers left out.
+/// Whether `text` is only a mark for text left out (`...`, `[...]`, `…`, `// ...`): what a
+/// model writes where it skips a file's text, never a file's text itself.
+pub(crate) fn is_placeholder(text: &str) -> bool {
+    let core: String = text.chars().filter(|c| !"[](){}<>#/ \t\r\n".contains(*c)).collect();
+    !core.is_empty() && core.chars().all(|c| c == '.' || c == '…') && (core.contains('…') || core.len() >= 3)
+}
+
+/// What an overwrite changed, for the model to check against what it meant: the lines it
+/// changed or added, numbered as read numbers them (a few; else their ranges), how many it
+/// removed, and a final newline lost or gained. Qwen2.5-Coder-1.5B rewrote whole files to change
+/// one line and changed others on the way (renamed an export it was told to leave, dropped the
+/// final newline: the suite's and the probe's transcripts, 2026-12-05 to 12-07); "it had 81
+/// bytes" alone did not show it. The sentences, and the lines (numbered, for the end of the
+/// result); `None` for text that is not UTF-8, or where nothing is worth saying.
+fn overwrite_summary(old: &[u8], new: &[u8]) -> Option<(String, Option<String>)> {
+    /// Changed lines shown with their text; more are given as ranges.
+    const SHOWN: usize = 8;
+    let (old, new) = (std::str::from_utf8(old).ok()?, std::str::from_utf8(new).ok()?);
+    let diff = similar::TextDiff::from_lines(old, new);
+    let old_lines: Vec<&str> = old.lines().collect();
+    let new_lines: Vec<&str> = new.lines().collect();
+    let mut changed: Vec<usize> = Vec::new();
+    let mut removed = 0;
+    for op in diff.ops() {
+        let (old_range, new_range) = (op.old_range(), op.new_range());
+        if matches!(op.tag(), similar::DiffTag::Equal) {
+            continue;
+        }
+        removed += old_range.len().saturating_sub(new_range.len());
+        // A line whose only change is the final newline is the newline note's, not a change.
+        let paired = old_range.len() == new_range.len();
+        for (k, i) in new_range.enumerate() {
+            if paired && old_lines.get(old_range.start + k) == new_lines.get(i) {
+                continue;
+            }
+            changed.push(i + 1);
+        }
+    }
+    let total = new_lines.len();
+    let mut out = String::new();
+    if changed.len() == total && total > 0 {
+        out.push_str(" Every line is new or changed.");
+    } else if !changed.is_empty() {
+        out.push_str(&format!(
+            " {} of its {total} lines {} new or changed: {}.",
+            changed.len(),
+            if changed.len() == 1 { "is" } else { "are" },
+            ranges(&changed)
+        ));
+    }
+    if removed > 0 {
+        out.push_str(&format!(" {} removed.", super::plural(removed as u64, "line was", "lines were")));
+    }
+    match (old.ends_with('\n'), new.ends_with('\n') || new.is_empty()) {
+        (true, false) => out.push_str(" The file no longer ends with a newline (it did before)."),
+        (false, true) if !old.is_empty() && !new.is_empty() => out.push_str(" The file now ends with a newline."),
+        _ => {}
+    }
+    let mut lines = None;
+    if !changed.is_empty() && changed.len() <= SHOWN && changed.len() < total {
+        let mut shown = String::from(if changed.len() == 1 { "\nThat line now:" } else { "\nThose lines now:" });
+        for &n in &changed {
+            let line = new_lines.get(n - 1).copied().unwrap_or_default();
+            let clipped: String = line.chars().take(200).collect();
+            let more = if clipped.len() < line.len() { " …" } else { "" };
+            shown.push_str(&format!("\n{n}\t{clipped}{more}"));
+        }
+        lines = Some(shown);
+    }
+    (!out.is_empty()).then_some((out, lines))
+}
+
+/// Line numbers, sorted, as `line 1, 5 and 9-12`.
+fn ranges(lines: &[usize]) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < lines.len() {
+        let start = lines[i];
+        let mut end = start;
+        while i + 1 < lines.len() && lines[i + 1] == end + 1 {
+            i += 1;
+            end = lines[i];
+        }
+        parts.push(if start == end { format!("{start}") } else { format!("{start}-{end}") });
+        i += 1;
+    }
+    let word = if lines.len() == 1 { "line" } else { "lines" };
+    match parts.split_last() {
+        Some((last, rest)) if !rest.is_empty() => format!("{word} {} and {last}", rest.join(", ")),
+        _ => format!("{word} {}", parts.join("")),
+    }
+}
+
 const UNPASTED_NOTE: &str = " The content began with read's header line and every line with read's line number and a tab: those are read's, not the file's, so they were left out, and the file holds the text after them.";
 
 /// Overwrite is allowed only over the version this session last read (`known`). Returns the

@@ -51,6 +51,7 @@ struct Request {
     max_tokens: u32,
     answer_only: bool,
     call_only: bool,
+    only_tool: Option<String>,
     cancel: Cancel,
     deadline: Option<Instant>,
     reply: Sender<Result<Reply, ModelError>>,
@@ -142,7 +143,7 @@ impl<'m> Pool<'m> {
             self.tick += 1;
             while let Some(slot) = waiting.front().and_then(|r| self.pick_slot(r)) {
                 let Some(req) = waiting.pop_front() else { break };
-                let gbnf = grammars.pick(req.answer_only, req.call_only);
+                let gbnf = grammars.pick(req.answer_only, req.call_only, req.only_tool.as_deref());
                 active.push(self.start(slot, req, gbnf)?);
             }
             waiting.retain(|r| {
@@ -345,6 +346,7 @@ impl Model for SeqClient<'_> {
             max_tokens: req.max_tokens,
             answer_only: req.answer_only,
             call_only: req.call_only,
+            only_tool: req.only_tool.map(str::to_string),
             cancel: req.cancel.clone(),
             deadline: req.deadline,
             reply,

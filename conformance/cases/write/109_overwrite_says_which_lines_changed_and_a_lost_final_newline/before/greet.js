@@ -1,0 +1,5 @@
+function hello(name) {
+  return "Hello, " + name;
+}
+
+module.exports = { hello };
