@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 
 pub mod policy;
 pub mod supervise;
+pub mod zygote;
 
 /// The name of the virtio-serial port both sides look for.
 pub const PORT_NAME: &str = "abhed.0";

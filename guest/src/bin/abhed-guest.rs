@@ -23,6 +23,7 @@ use std::time::{Duration, Instant};
 
 use abhed_guest::policy::{Denial, ExecPolicy};
 use abhed_guest::supervise::{self, Report, SUPERVISE_NAME};
+use abhed_guest::zygote::{self, Zygote};
 use abhed_guest::{
     ExecResult, HeadTail, JOBS_DIR, MAX_COMMAND_BYTES, PORT_NAME, PROTOCOL_VERSION, Request, Response, Share,
     SpawnResult, read_frame, valid_job_id, write_frame,
@@ -40,6 +41,10 @@ fn main() {
     let name = std::env::args().next().unwrap_or_default();
     if Path::new(&name).file_name().is_some_and(|n| n == "abhed-job") {
         std::process::exit(job_cli(std::env::args().skip(1).collect()));
+    }
+    if Path::new(&name).file_name().is_some_and(|n| n == abhed_guest::zygote::ZYGOTE_NAME) {
+        let args: Vec<String> = std::env::args().skip(1).collect();
+        std::process::exit(abhed_guest::zygote::main(&args));
     }
     if Path::new(&name).file_name().is_some_and(|n| n == abhed_guest::supervise::SUPERVISE_NAME) {
         let args: Vec<String> = std::env::args().skip(1).collect();
@@ -62,6 +67,15 @@ enum Event {
 
 fn serve() -> io::Result<()> {
     supervise::set_not_dumpable()?;
+    // Forked now, before the first thread (abhed_guest::zygote). Without it, each command's
+    // supervisor is an exec of this binary, as before.
+    let zygote = match Zygote::start(true) {
+        Ok(z) => Some(z),
+        Err(e) => {
+            eprintln!("abhed-guest: no zygote ({e}); supervisors will be started by exec");
+            None
+        }
+    };
     let port = find_port()?;
     let mut rx = OpenOptions::new().read(true).write(true).open(&port)?;
     let mut tx = rx.try_clone()?;
@@ -114,6 +128,7 @@ fn serve() -> io::Result<()> {
         events,
         events_tx,
         pending: VecDeque::new(),
+        zygote,
     };
     loop {
         let event = match agent.pending.pop_front() {
@@ -172,6 +187,9 @@ fn serve() -> io::Result<()> {
     }
 }
 
+/// How to wait for a started command's exit status (from another thread).
+type WaitFn = Box<dyn FnOnce() -> io::Result<ExitStatus> + Send>;
+
 struct Agent {
     shell: String,
     path: String,
@@ -181,6 +199,9 @@ struct Agent {
     /// Frames that arrived while a command ran, in order (the host sends none but `Stop`; any
     /// other is answered after the command).
     pending: VecDeque<Event>,
+    /// Starts the supervisors of foreground commands without an exec (`None`: it could not be
+    /// started, or failed once; they are exec'd then).
+    zygote: Option<Zygote>,
 }
 
 impl Agent {
@@ -227,26 +248,14 @@ impl Agent {
         let (reader, writer) = io::pipe()?;
         // The supervisor's refusals come back on its stdin (a pipe it writes to).
         let (mut reports, report_tx) = io::pipe()?;
-        let mut cmd = supervised(&self.shell, &self.path, &script, supervise::Mode::Exec, policy)?;
-        if policy.unchecked {
-            cmd.stdin(Stdio::null());
-            // No supervisor writes reports: their reader sees the end at once.
-            drop(report_tx);
-        } else {
-            cmd.stdin(report_tx);
-        }
-        cmd.stdout(writer.try_clone()?).stderr(writer);
-        let spawned = cmd.spawn();
-        // Our copies of the write end are gone with `cmd`: EOF comes when the group's are.
-        drop(cmd);
-        let mut child = match spawned {
-            Ok(c) => c,
+        let started = self.start_exec(&script, policy, report_tx, writer);
+        let (pgid, wait) = match started {
+            Ok(s) => s,
             Err(e) => {
                 let _ = fs::remove_file(&script_file);
                 return Err(e);
             }
         };
-        let pgid = child.id() as i32;
 
         let (denied_tx, denied_rx) = mpsc::channel::<Vec<Denial>>();
         std::thread::spawn(move || {
@@ -278,7 +287,7 @@ impl Agent {
         {
             let exited = self.events_tx.clone();
             std::thread::spawn(move || {
-                let _ = exited.send(Event::Exited(child.wait()));
+                let _ = exited.send(Event::Exited(wait()));
             });
         }
 
@@ -332,6 +341,58 @@ impl Agent {
             stopped,
             denied,
         }))
+    }
+
+    /// Start a foreground command's shell under its supervisor, through the zygote where there
+    /// is one (falling back to an exec of the supervisor if it fails), with the report channel
+    /// and the output pipe; our copies of both are gone when this returns. Its process group,
+    /// and how to wait for its exit status.
+    fn start_exec(
+        &mut self,
+        script: &str,
+        policy: &ExecPolicy,
+        report_tx: io::PipeWriter,
+        writer: io::PipeWriter,
+    ) -> io::Result<(i32, WaitFn)> {
+        if !policy.unchecked
+            && let Some(zygote) = self.zygote.as_mut()
+        {
+            let args = supervise::Args {
+                mode: supervise::Mode::Exec,
+                policy: policy.clone(),
+                shell: vec![self.shell.clone(), "-c".to_string(), script.to_string()],
+            };
+            let started = args.to_argv().and_then(|argv| {
+                zygote.supervise(
+                    argv,
+                    command_env(&self.path),
+                    report_tx.try_clone()?.into(),
+                    writer.try_clone()?.into(),
+                    writer.try_clone()?.into(),
+                )
+            });
+            match started {
+                Ok(s) => return Ok((s.pid, Box::new(move || Ok(zygote::wait(s))))),
+                Err(e) => {
+                    eprintln!("abhed-guest: the zygote failed ({e}); supervisors will be started by exec");
+                    self.zygote = None;
+                }
+            }
+        }
+        let mut cmd = supervised(&self.shell, &self.path, script, supervise::Mode::Exec, policy)?;
+        if policy.unchecked {
+            cmd.stdin(Stdio::null());
+            // No supervisor writes reports: their reader sees the end at once.
+            drop(report_tx);
+        } else {
+            cmd.stdin(report_tx);
+        }
+        cmd.stdout(writer.try_clone()?).stderr(writer);
+        let spawned = cmd.spawn();
+        // Our copies of the write end are gone with `cmd`: EOF comes when the group's are.
+        drop(cmd);
+        let mut child = spawned?;
+        Ok((child.id() as i32, Box::new(move || child.wait())))
     }
 
     fn spawn(
@@ -499,7 +560,14 @@ fn supervised(
         cmd
     };
     cmd.env_clear();
-    for (k, v) in [
+    cmd.envs(command_env(path));
+    cmd.process_group(0);
+    Ok(cmd)
+}
+
+/// A command's whole environment, given its PATH.
+fn command_env(path: &str) -> Vec<(String, String)> {
+    [
         ("PATH", path),
         ("HOME", "/root"),
         ("USER", "root"),
@@ -512,11 +580,10 @@ fn supervised(
         ("VISUAL", "false"),
         ("GIT_EDITOR", "false"),
         ("GIT_TERMINAL_PROMPT", "0"),
-    ] {
-        cmd.env(k, v);
-    }
-    cmd.process_group(0);
-    Ok(cmd)
+    ]
+    .iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect()
 }
 
 /// The files of one job, by id.
