@@ -329,7 +329,9 @@ fn overwrite_summary(old: &[u8], new: &[u8]) -> Option<(String, Option<String>)>
     /// Changed lines shown with their text; more are given as ranges.
     const SHOWN: usize = 8;
     let (old, new) = (std::str::from_utf8(old).ok()?, std::str::from_utf8(new).ok()?);
-    let diff = similar::TextDiff::from_lines(old, new);
+    // Bounded: a rewrite of a big file with little in common is quadratic for Myers, and the
+    // summary is a note, not the write (past the deadline the diff is coarser, never wrong).
+    let diff = similar::TextDiff::configure().timeout(std::time::Duration::from_millis(100)).diff_lines(old, new);
     let old_lines: Vec<&str> = old.lines().collect();
     let new_lines: Vec<&str> = new.lines().collect();
     let mut changed: Vec<usize> = Vec::new();
